@@ -1,0 +1,384 @@
+"""Tests for course_utils.quiz: answering without a browser, clear errors, widget state."""
+
+import html
+from decimal import Decimal
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from course_utils import quiz
+from course_utils.quiz import (
+    Checklist, Feedback, MultipleChoice, MultiSelect, NumericAnswer, Quiz, QuizInputError, checklist,
+)
+
+torch.set_num_threads(1)
+
+RATIO_FEEDBACK = {
+    "a": "That is the difference of the two probabilities; the ratio divides.",
+    "b": "The new policy makes this token 30% more likely than the old one did.",
+    "c": "That is the old probability over the new one, the ratio upside down.",
+}
+
+
+def ratio_question():
+    # Lesson 4: r = pi_new / pi_old with pi_new = 0.26, pi_old = 0.20. Option texts are computed.
+    new, old = 0.26, 0.20
+    options = {"a": f"{new - old:.2f}", "b": f"{new / old:.2f}", "c": f"{old / new:.2f}"}
+    return MultipleChoice("What is the ratio r?", options, answer="b", feedback=RATIO_FEEDBACK,
+                          hint="Divide the new probability by the old one.")
+
+
+def advantage_question(**kwargs):
+    # Lesson 3: A = R - V with R = 2.0 and V = 1.4.
+    return NumericAnswer("A = R - V for R = 2.0, V = 1.4?", answer=2.0 - 1.4, **kwargs)
+
+
+# ---------------------------------------------------------------- multiple choice
+
+
+def test_right_answer_gives_its_own_feedback():
+    q = ratio_question()
+    assert q.options["b"] == "1.30"  # the correct option text really is the ratio
+    fb = q.check("b")
+    assert fb.correct and fb.message == "Correct. " + RATIO_FEEDBACK["b"]
+
+
+@pytest.mark.parametrize("label", ["a", "c"])
+def test_wrong_answer_gives_that_options_feedback(label):
+    fb = ratio_question().check(label)
+    assert not fb.correct
+    assert fb.message == "Not quite. " + RATIO_FEEDBACK[label]
+    other = {"a": "c", "c": "a"}[label]
+    assert RATIO_FEEDBACK[other] not in fb.message
+
+
+@pytest.mark.parametrize("response", ["B", " b ", "b\n"])
+def test_labels_are_case_and_space_insensitive(response):
+    assert ratio_question().check(response).correct
+
+
+def test_options_as_pairs_or_plain_list_and_uppercase_labels():
+    pairs = MultipleChoice("q", [("A", "yes"), ("B", "no")], answer="a")
+    assert pairs.options == {"a": "yes", "b": "no"} and pairs.check("A").correct
+    plain = MultipleChoice("q", ["yes", "no", "maybe"], answer="c")
+    assert list(plain.options) == ["a", "b", "c"] and plain.check("c").correct
+    assert not plain.check("a").correct
+
+
+@pytest.mark.parametrize("response", [2, 1.3, None, ["b"], b"b"])
+def test_wrong_type_names_what_to_pass(response):
+    with pytest.raises(QuizInputError) as err:
+        ratio_question().check(response)
+    message = str(err.value)
+    assert type(response).__name__ in message
+    assert "'a', 'b', 'c' as a string" in message and "quiz.check('a')" in message
+
+
+@pytest.mark.parametrize("response", ["d", "", "1.30", "bb"])
+def test_unknown_label_names_the_labels(response):
+    with pytest.raises(QuizInputError, match="not an option: pass one of 'a', 'b', 'c'"):
+        ratio_question().check(response)
+
+
+def test_quiz_input_error_is_caught_as_value_error_and_type_error():
+    for base in (ValueError, TypeError):
+        with pytest.raises(base):
+            ratio_question().check(7)
+
+
+def test_author_mistakes_are_plain_value_errors():
+    with pytest.raises(ValueError, match="answer 'd' is not one of the option labels"):
+        MultipleChoice("q", {"a": "x", "b": "y"}, answer="d")
+    with pytest.raises(ValueError, match="feedback key 'z'"):
+        MultipleChoice("q", {"a": "x", "b": "y"}, answer="a", feedback={"z": "typo"})
+    with pytest.raises(ValueError, match="distinct labels"):
+        MultipleChoice("q", {"a": "x", "A": "y"}, answer="a")
+    with pytest.raises(ValueError, match="distinct labels"):
+        MultipleChoice("q", ["only one"], answer="a")
+    # An author error is not a QuizInputError (that one is for learners' responses).
+    with pytest.raises(ValueError) as err:
+        MultipleChoice("q", {"a": "x", "b": "y"}, answer="d")
+    assert not isinstance(err.value, QuizInputError)
+
+
+def test_hint_and_missing_hint():
+    assert ratio_question().hint() == "Divide the new probability by the old one."
+    assert MultipleChoice("q", ["x", "y"], answer="a").hint() == "No hint for this question."
+
+
+def test_missing_feedback_still_says_right_or_wrong():
+    q = MultipleChoice("q", ["x", "y"], answer="a")
+    assert q.check("a") == Feedback(True, "Correct.")
+    assert q.check("b") == Feedback(False, "Not quite.")
+
+
+# ---------------------------------------------------------------- multi select
+
+KL_FEEDBACK = {
+    "a": "k1 = log(p/q) is unbiased but can be negative on single samples.",
+    "b": "k2 is biased: it matches the KL only to second order.",
+    "c": "k3 = (r - 1) - log r is never negative since log r <= r - 1.",
+    "d": "The exact KL needs the full distributions, not one sampled token.",
+}
+
+
+def kl_question():
+    return MultiSelect("Which statements are true?", ["k1 unbiased", "k2 unbiased", "k3 >= 0",
+                                                       "exact KL from one sample"],
+                       answers=["a", "c"], feedback=KL_FEEDBACK)
+
+
+@pytest.mark.parametrize("response", [["a", "c"], ("C", "a"), {"a", "c"}, "a, c", "c a"])
+def test_multiselect_right_set(response):
+    fb = kl_question().check(response)
+    assert fb.correct
+    assert KL_FEEDBACK["a"] in fb.message and KL_FEEDBACK["c"] in fb.message
+
+
+def test_multiselect_wrong_explains_only_the_differing_options():
+    fb = kl_question().check(["a", "b"])  # b chosen wrongly, c missed, a right
+    assert not fb.correct and "2 option(s)" in fb.message
+    assert KL_FEEDBACK["b"] in fb.message and KL_FEEDBACK["c"] in fb.message
+    assert KL_FEEDBACK["a"] not in fb.message and KL_FEEDBACK["d"] not in fb.message
+    empty = kl_question().check([])
+    assert not empty.correct and "2 option(s)" in empty.message
+
+
+@pytest.mark.parametrize("response, match", [(3, r"pass a list of labels"), (["a", 1], r"pass a list"),
+                                             (["a", "e"], r"'e' is not an option")])
+def test_multiselect_malformed(response, match):
+    with pytest.raises(QuizInputError, match=match):
+        kl_question().check(response)
+
+
+# ---------------------------------------------------------------- numeric
+
+
+@pytest.mark.parametrize("response", [0.6, 2.0 - 1.4, "0.6", " 6e-1 ", np.float32(0.6), np.float64(0.6),
+                                      np.array(0.6), torch.tensor(0.6), torch.tensor([0.6]),
+                                      torch.tensor(2.0) - torch.tensor(1.4)])
+def test_numeric_accepts_number_like_responses(response):
+    fb = advantage_question(explanation="The reward beat the value estimate.").check(response)
+    assert fb.correct and fb.message == "Correct: 0.6. The reward beat the value estimate."
+
+
+def test_numeric_accepts_int():
+    assert NumericAnswer("2 + 1?", 3).check(3).correct
+    assert not NumericAnswer("2 + 1?", 3).check(4).correct
+
+
+def test_numeric_low_and_high_feedback():
+    q = advantage_question(feedback_low="You subtracted the wrong way round.",
+                           feedback_high="Did you add instead of subtract?")
+    low, high = q.check(0.8 - 1.4), q.check(2.0 + 1.4)
+    # The whole message: what was answered, which side, why; the expected value is not revealed.
+    assert low == Feedback(False, "Not quite: -0.6 is too low. You subtracted the wrong way round.")
+    assert high == Feedback(False, "Not quite: 3.4 is too high. Did you add instead of subtract?")
+
+
+def test_numeric_without_feedback_points_to_hint():
+    assert "quiz.hint()" in advantage_question(hint="R minus V").check(1).message
+    assert "quiz.hint()" not in advantage_question().check(1).message
+
+
+@pytest.mark.parametrize("response, correct", [
+    ("0.61", True), ("0.59", True),  # exactly on the edge of tol = 0.01: inclusive
+    ("0.6101", False), ("0.5899", False),
+    (0.6 + 0.01, True), (0.6 - 0.01, True),
+])
+def test_numeric_absolute_tolerance_edges(response, correct):
+    assert advantage_question(tol=0.01).check(response).correct is correct
+
+
+def test_numeric_relative_tolerance():
+    q = NumericAnswer("q", 200.0, tol=0.0, rel_tol=0.05)  # allowed distance 0.05 * 200 = 10
+    assert q.check(210).correct and q.check(190).correct
+    assert not q.check(210.01).correct and not q.check(189.99).correct
+    # The larger of the two tolerances applies.
+    both = NumericAnswer("q", 0.001, tol=0.01, rel_tol=0.05)
+    assert both.check(0.011).correct and not both.check(0.0111).correct
+
+
+@settings(max_examples=200, deadline=None)
+@given(answer=st.integers(-10_000, 10_000), response=st.integers(-10_000, 10_000),
+       tol=st.integers(0, 300), rel=st.integers(0, 20))
+def test_numeric_tolerance_matches_exact_decimal_arithmetic(answer, response, tol, rel):
+    # Values with 2 decimals, tolerances with 3; the reference compares the decimals exactly.
+    a, x, t, r = (Decimal(answer) / 100, Decimal(response) / 100, Decimal(tol) / 1000,
+                  Decimal(rel) / 100)
+    expected = abs(x - a) <= max(t, r * abs(a))
+    q = NumericAnswer("q", float(a), tol=float(t), rel_tol=float(r))
+    assert q.check(str(x)).correct is expected
+
+
+@pytest.mark.parametrize("response, match", [
+    ("abc", "'abc' is not a number"), ("", "is not a number"), (None, r"NoneType"),
+    ([0.6], r"\(list\)"), (True, r"\(bool\)"), (np.bool_(True), r"\(bool\)"), (1j, r"\(complex\)"),
+    (float("nan"), "not a finite number"), ("nan", "not a finite number"),
+    (float("inf"), "not a finite number"), (np.array([0.6, 0.7]), r"shape \(2,\)"),
+    (torch.tensor([[0.6, 0.7]]), r"shape \(1, 2\)"),
+])
+def test_numeric_malformed_gives_clear_message(response, match):
+    with pytest.raises(QuizInputError, match=match) as err:
+        advantage_question().check(response)
+    assert "answer with one number, e.g. quiz.check(0.6)" in str(err.value)
+
+
+def test_numeric_author_errors():
+    with pytest.raises(ValueError, match="tolerances must be >= 0"):
+        NumericAnswer("q", 1.0, tol=-0.1)
+
+
+# ---------------------------------------------------------------- widgets, clicked without a browser
+
+
+def parts(box):
+    """The documented children of a question widget: (input, check button, hint button, feedback)."""
+    _question, answer_input, buttons, feedback = box.children
+    check_button, hint_button = buttons.children
+    return answer_input, check_button, hint_button, feedback
+
+
+def test_multiple_choice_widget_click_shows_option_feedback():
+    import ipywidgets as widgets
+
+    q = ratio_question()
+    radio, check_button, hint_button, feedback = parts(q.widget())
+    assert isinstance(radio, widgets.RadioButtons) and isinstance(feedback, widgets.HTML)
+    assert [value for _, value in radio.options] == ["a", "b", "c"] and radio.value is None
+
+    check_button.click()  # nothing picked yet
+    assert "Pick an option first" in feedback.value
+
+    radio.value = "c"
+    check_button.click()
+    assert html.escape(RATIO_FEEDBACK["c"]) in feedback.value and "Not quite" in feedback.value
+    radio.value = "b"
+    check_button.click()
+    assert html.escape(RATIO_FEEDBACK["b"]) in feedback.value and "Correct" in feedback.value
+    assert q.last.correct  # the click went through .check
+
+    hint_button.click()
+    assert "Divide the new probability" in feedback.value
+
+
+def test_numeric_widget_click_shows_feedback_and_input_errors():
+    import ipywidgets as widgets
+
+    q = advantage_question(feedback_high="Did you add?")
+    text_box, check_button, _, feedback = parts(q.widget())
+    assert isinstance(text_box, widgets.Text)
+    check_button.click()  # empty box: the clear message, not a silent 0
+    assert "is not a number" in feedback.value and "answer with one number" in feedback.value
+    text_box.value = "3.4"
+    check_button.click()
+    assert "too high" in feedback.value and "Did you add?" in feedback.value
+    text_box.value = "0.6"
+    check_button.click()
+    assert "Correct" in feedback.value
+
+
+def test_multiselect_widget_click():
+    q = kl_question()
+    boxes, check_button, _, feedback = parts(q.widget())
+    first, _, third, _ = boxes.children
+    first.value = True
+    check_button.click()
+    assert "Not quite" in feedback.value and html.escape(KL_FEEDBACK["c"]) in feedback.value
+    third.value = True
+    check_button.click()
+    assert "Correct" in feedback.value
+
+
+def test_checklist_widget_counts_ticks():
+    items = ["I can compute A = R - V", "I can explain the response mask"]
+    box = checklist(items).widget()
+    _title, boxes, progress = box.children
+    assert [b.description for b in boxes.children] == items
+    assert progress.value == "0 of 2 done"
+    boxes.children[1].value = True
+    assert progress.value == "1 of 2 done"
+    boxes.children[0].value = True
+    assert progress.value.startswith("2 of 2 done")
+    with pytest.raises(ValueError, match="non-empty list of strings"):
+        Checklist([])
+
+
+# ---------------------------------------------------------------- quiz collection and fallbacks
+
+
+def test_quiz_collection_scores_latest_answers():
+    qz = Quiz("Week 3 check", [advantage_question(), ratio_question(), kl_question()])
+    assert str(qz.score()) == "0 of 3 correct (3 not answered yet)"
+    results = qz.check([0.6, "a", ["a", "c"]])
+    assert [fb.correct for fb in results] == [True, False, True]
+    assert (qz.score().correct, qz.score().answered, qz.score().total) == (2, 3, 3)
+    qz[1].check("b")  # answering again replaces the earlier answer
+    assert qz.score().correct == 3
+    with pytest.raises(QuizInputError, match="got 2 responses for 3 questions"):
+        qz.check([0.6, "b"])
+    text = qz.text()
+    assert text.startswith("Week 3 check") and "quiz[1].check('a')" in text
+    assert len(qz.widget().children) == 1 + len(qz)
+
+
+def test_text_fallback_without_kernel(capsys):
+    q = ratio_question()
+    q.show()  # pytest has no kernel: prints the question
+    out = capsys.readouterr().out
+    assert "What is the ratio r?" in out and "  b) 1.30" in out and "quiz.check('a')" in out
+    bundle = q._repr_mimebundle_()
+    assert set(bundle) == {"text/plain", "text/html"} and "b) 1.30" in bundle["text/plain"]
+    checklist(["one"]).show()
+    assert "[ ] one" in capsys.readouterr().out
+
+
+def test_kernel_bundle_carries_the_widget(monkeypatch):
+    monkeypatch.setattr(quiz, "_in_kernel", lambda: True)
+    bundle = ratio_question()._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert "b) 1.30" in bundle["text/plain"]  # the static text stays for GitHub and nbval
+
+
+def test_without_ipywidgets_falls_back_to_text(monkeypatch, capsys):
+    monkeypatch.setattr(quiz, "_widgets", lambda: None)
+    monkeypatch.setattr(quiz, "_in_kernel", lambda: True)
+    q = ratio_question()
+    with pytest.raises(ImportError, match="pip install ipywidgets"):
+        q.widget()
+    assert set(q._repr_mimebundle_()) == {"text/plain", "text/html"}
+    q.show()
+    assert "quiz.check('a')" in capsys.readouterr().out
+
+
+def test_feedback_renders_as_coloured_html():
+    assert "#1a7f37" in Feedback(True, "ok")._repr_html_()
+    assert "#b3261e" in Feedback(False, "a < b")._repr_html_()
+    assert "a &lt; b" in Feedback(False, "a < b")._repr_html_()
+
+
+def test_renders_in_a_headless_kernel():
+    # What nbval does: run cells in a real kernel with no browser. Display must not raise, and
+    # every output keeps the text version next to the widget view.
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    cells = ["from course_utils.quiz import *\n"
+             "q = MultipleChoice('r?', {'a': '0.06', 'b': '1.3'}, 'b', {'b': 'It divides.'})\nq",
+             "Quiz('Week 4', [q, NumericAnswer('A?', 0.6)]).show()",
+             "checklist(['one', 'two'])",
+             "q.check('B')"]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    repo_root = str(__import__("pathlib").Path(__file__).resolve().parents[1])
+    nbclient.NotebookClient(nb, timeout=60, kernel_name="python3",
+                            resources={"metadata": {"path": repo_root}}).execute()
+    outputs = [o for cell in nb.cells for o in cell.outputs]
+    assert [o.output_type for o in outputs] == ["execute_result", "display_data", "execute_result",
+                                                "execute_result"]
+    for o in outputs[:3]:
+        assert "application/vnd.jupyter.widget-view+json" in o.data and "text/plain" in o.data
+    assert "b) 1.3" in outputs[0].data["text/plain"]
+    assert "[ ] two" in outputs[2].data["text/plain"]
+    assert "It divides." in outputs[3].data["text/html"]
