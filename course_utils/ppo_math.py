@@ -291,7 +291,10 @@ def masked_entropy(logits: torch.Tensor, mask: torch.Tensor, temperature: float 
     Shapes: ``logits`` ``[B, T, V]``, ``mask`` ``[B, T]``. Padding positions are not averaged in
     (TRL's logged ``policy/entropy_avg`` does average them in).
     """
-    return masked_mean(entropy_from_logits(logits, temperature), mask)
+    m = _as_bool_mask(logits[..., 0], mask, "logits[..., 0]")
+    # Blank padding logits so that garbage there cannot turn into NaN gradients.
+    logits = torch.where(m.unsqueeze(-1), logits, torch.zeros((), dtype=logits.dtype, device=logits.device))
+    return masked_mean(entropy_from_logits(logits, temperature), m)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -567,6 +570,9 @@ def clipped_value_loss(
     than c from its rollout-time prediction. Shapes: ``[B, T]``.
     """
     m = _as_bool_mask(values, mask, "values")
+    zero = torch.zeros((), dtype=values.dtype, device=values.device)
+    # Blank padding first: inf there would otherwise turn into NaN gradients through the square.
+    values, old_values, returns = (torch.where(m, t, zero) for t in (values, old_values, returns))
     values_clipped = old_values + torch.clamp(values - old_values, -cliprange_value, cliprange_value)
     err_unclipped = (values - returns) ** 2
     err_clipped = (values_clipped - returns) ** 2
