@@ -1,0 +1,227 @@
+"""The PPO run configuration: one dataclass, one docstring per field (CleanRL style).
+
+Presets live in ``configs/*.yaml``; ``load_config("configs/cpu.yaml", total_updates=5)`` reads one
+and applies overrides. ``PPOConfig.validate()`` rejects bad values up front with one message that
+names the field and the fix, before any model is loaded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import yaml
+
+from .ppo_math import KL_ESTIMATORS
+
+REWARD_KINDS = ("checker_partial", "checker_binary", "learned")
+LR_SCHEDULES = ("constant", "linear")
+FAST_ENV_VAR = "COURSE_FAST"
+
+
+@dataclass
+class PPOConfig:
+    # ----------------------------------------------------------------- run
+    run_name: str = "ppo-cpu"
+    """Name of the run; its outputs go to ``<output_dir>/<run_name>/``."""
+    output_dir: str = "runs"
+    """Folder holding one sub-folder per run (config, metrics, checkpoints, report)."""
+    seed: int = 0
+    """Seeds python, numpy and torch; the same seed gives the same run on the same machine."""
+    device: str = "auto"
+    """"auto" picks cuda, then mps, then cpu; or name one of them."""
+    threads: int = 0
+    """torch CPU threads; 0 means "as many as there are cores (at most 8)"."""
+
+    # ----------------------------------------------------------------- models
+    model: str = "smollm2-135m-instruct"
+    """Policy model: a preset name, a hub id or a local folder (see course_utils.hub)."""
+    lora_rank: int = 16
+    """LoRA rank on the policy; 0 means full fine-tuning (and a frozen copy as the reference)."""
+    lora_alpha: int = 32
+    """LoRA scaling numerator (the update is scaled by alpha / rank)."""
+    lora_target_modules: list = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj",
+                                                                "gate_proj", "up_proj", "down_proj"])
+    """Which linear layers get LoRA adapters."""
+    reward: str = "checker_partial"
+    """Reward source: "checker_partial" (partial credit from the task checkers), "checker_binary"
+    (1 if the checker passes, else 0) or "learned" (the reward model in ``reward_model_path``)."""
+    reward_model_path: str = ""
+    """Folder of a trained reward model (used when reward == "learned")."""
+
+    # ----------------------------------------------------------------- data and sampling
+    train_split: str = "train"
+    """Prompt split the policy trains on."""
+    eval_split: str = "test"
+    """Held-out prompt split for evaluation (greedy answers, checker pass rate)."""
+    task_families: list = field(default_factory=list)
+    """Restrict training and evaluation to these task families (empty: all)."""
+    batch_size: int = 16
+    """Episodes (prompt + sampled response) per PPO update."""
+    max_new_tokens: int = 32
+    """Longest response, in tokens; longer ones are cut (and counted as truncated)."""
+    temperature: float = 0.8
+    """Sampling temperature; the training forward uses the same scaling so ratios start at 1."""
+
+    # ----------------------------------------------------------------- PPO
+    total_updates: int = 60
+    """Number of PPO updates (each: one rollout batch, then epochs x minibatches of SGD)."""
+    ppo_epochs: int = 2
+    """Passes over each rollout batch. More reuse is cheaper but the policy drifts (lesson 9)."""
+    num_minibatches: int = 2
+    """Minibatches per epoch; batch_size must be divisible by it."""
+    learning_rate: float = 2e-4
+    """Adam learning rate (peak, if a schedule is used)."""
+    lr_schedule: str = "constant"
+    """"constant" or "linear" (decays to 0 over total_updates)."""
+    max_grad_norm: float = 1.0
+    """Gradients are clipped to this global norm before every optimizer step (0 disables)."""
+    cliprange: float = 0.2
+    """PPO's epsilon: the ratio is clipped to [1 - cliprange, 1 + cliprange]."""
+    cliprange_value: float = 0.2
+    """The value prediction may move at most this far from the rollout's value (value clipping)."""
+    vf_coef: float = 0.1
+    """Weight of the value loss in the total loss."""
+    ent_coef: float = 0.0
+    """Weight of the entropy bonus (subtracted from the loss)."""
+    gamma: float = 1.0
+    """Discount per token. 1.0 is usual for language: the reward arrives at the end anyway."""
+    lam: float = 0.95
+    """GAE lambda: 0 gives one-step TD advantages, 1 gives Monte-Carlo returns minus V."""
+    whiten_advantages: bool = True
+    """Normalise advantages over the batch's real tokens (global across processes)."""
+    whiten_rewards: bool = False
+    """Normalise the scores over the batch before shaping (off by default: scores are in [0, 1])."""
+
+    # ----------------------------------------------------------------- KL to the reference
+    kl_coef: float = 0.02
+    """beta: weight of the per-token KL penalty (initial value when adaptive)."""
+    kl_estimator: str = "k1"
+    """Per-token KL estimate in the shaped reward: "k1", "k2" or "k3" (see ppo_math.kl_estimate)."""
+    adaptive_kl: bool = False
+    """Use the adaptive controller of Ziegler et al. (2019) instead of a fixed beta."""
+    kl_target: float = 6.0
+    """Adaptive controller: target KL per response, in nats."""
+    kl_horizon: int = 10000
+    """Adaptive controller: episodes over which an error is corrected."""
+
+    # ----------------------------------------------------------------- evaluation, logging, saving
+    eval_every: int = 10
+    """Evaluate on held-out prompts every this many updates (and before the first and after the last)."""
+    eval_prompts: int = 100
+    """How many held-out prompts to evaluate on (balanced across families)."""
+    save_every: int = 1
+    """Write a checkpoint every this many updates (atomically; the last good one is kept)."""
+    num_sample_prompts: int = 6
+    """Fixed evaluation prompts whose answers are saved before, during and after training."""
+
+    # ----------------------------------------------------------------- stop rules
+    stop_nonfinite_patience: int = 2
+    """Stop after this many consecutive updates with a non-finite loss/reward (their steps are skipped)."""
+    stop_max_value_loss: float = 100.0
+    """Stop when the value loss exceeds this (the critic diverged)."""
+    stop_max_kl: float = 50.0
+    """Stop when the mean KL per response to the reference exceeds this many nats."""
+    stop_min_entropy: float = 0.01
+    """Stop when the mean token entropy falls below this (the policy collapsed)."""
+    stop_max_entropy: float = 10.0
+    """Stop when the mean token entropy exceeds this (the policy became noise)."""
+    stop_min_length: float = 1.0
+    """Stop when the mean response length (tokens) falls below this."""
+    stop_max_clipfrac: float = 0.5
+    """Stop when the policy clip fraction stays above this for ``stop_clipfrac_patience`` updates."""
+    stop_clipfrac_patience: int = 3
+    """Consecutive updates above ``stop_max_clipfrac`` before stopping."""
+    max_rollout_age: int = 16
+    """Minibatch steps taken on a rollout batch are skipped once the batch is older than this many
+    optimizer steps (stale data); the count of skipped steps is logged."""
+    stop_hacking_patience: int = 0
+    """Stop when the training reward rose but held-out pass rate did not improve for this many
+    evaluations in a row (0 disables)."""
+
+    # ----------------------------------------------------------------- fault injection (lessons, tests)
+    inject_nan_reward_at: int = -1
+    """Test hook: from this update on, replace the rewards with NaN (-1: never)."""
+
+    def validate(self) -> "PPOConfig":
+        """Reject bad values with one message that names the field and the fix."""
+        problems = []
+
+        def need(ok: bool, message: str) -> None:
+            if not ok:
+                problems.append(message)
+
+        need(self.batch_size >= 1, f"batch_size must be >= 1, got {self.batch_size}")
+        need(self.num_minibatches >= 1, f"num_minibatches must be >= 1, got {self.num_minibatches}")
+        need(self.num_minibatches >= 1 and self.batch_size % self.num_minibatches == 0,
+             f"batch_size ({self.batch_size}) must be divisible by num_minibatches ({self.num_minibatches})")
+        need(self.cliprange > 0, f"cliprange must be > 0 (PPO's epsilon, e.g. 0.2), got {self.cliprange}")
+        need(self.cliprange_value > 0, f"cliprange_value must be > 0, got {self.cliprange_value}")
+        need(self.kl_estimator in KL_ESTIMATORS,
+             f"kl_estimator must be one of {sorted(KL_ESTIMATORS)}, got {self.kl_estimator!r}")
+        need(self.kl_coef >= 0, f"kl_coef must be >= 0, got {self.kl_coef}")
+        need(not self.adaptive_kl or self.kl_coef > 0, "adaptive_kl needs kl_coef > 0 to start from")
+        need(self.temperature > 0, f"temperature must be > 0, got {self.temperature}")
+        need(self.max_new_tokens >= 1, f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        need(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
+        need(0 <= self.lam <= 1, f"lam must be in [0, 1], got {self.lam}")
+        need(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
+        need(self.lr_schedule in LR_SCHEDULES, f"lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
+        need(self.ppo_epochs >= 1, f"ppo_epochs must be >= 1, got {self.ppo_epochs}")
+        need(self.total_updates >= 1, f"total_updates must be >= 1, got {self.total_updates}")
+        need(self.lora_rank >= 0, f"lora_rank must be >= 0 (0 = full fine-tuning), got {self.lora_rank}")
+        need(self.reward in REWARD_KINDS, f"reward must be one of {REWARD_KINDS}, got {self.reward!r}")
+        need(self.reward != "learned" or bool(self.reward_model_path),
+             'reward "learned" needs reward_model_path (train one with `python -m course_utils rm train`)')
+        need(self.eval_every >= 1 and self.save_every >= 1, "eval_every and save_every must be >= 1")
+        need(self.max_grad_norm >= 0, f"max_grad_norm must be >= 0, got {self.max_grad_norm}")
+        if problems:
+            raise ValueError("Invalid PPO config: " + "; ".join(problems) + ".")
+        return self
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.output_dir) / self.run_name
+
+    @classmethod
+    def field_docs(cls) -> dict[str, str]:
+        """Field name -> its docstring, read from this file (for the docs and the notebooks)."""
+        import ast
+        import inspect
+
+        tree = ast.parse(inspect.getsource(cls))
+        docs, body = {}, tree.body[0].body
+        for node, following in zip(body, body[1:]):
+            if isinstance(node, ast.AnnAssign) and isinstance(following, ast.Expr) \
+                    and isinstance(following.value, ast.Constant):
+                docs[node.target.id] = " ".join(following.value.value.split())
+        return docs
+
+
+def load_config(path: str | os.PathLike | None = None, **overrides) -> PPOConfig:
+    """Read a YAML preset (or defaults), apply ``overrides``, then validate.
+
+    Unknown keys are an error (a typo must not be silently ignored). With ``COURSE_FAST=1`` in the
+    environment the preset's ``fast`` section is applied too: the same run, shortened for CI.
+    """
+    values: dict = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            presets = sorted(p.stem for p in Path(__file__).resolve().parents[1].joinpath("configs").glob("*.yaml"))
+            raise FileNotFoundError(f"No config file {path}. Presets: {', '.join(presets)} (configs/<name>.yaml).")
+        values = yaml.safe_load(path.read_text()) or {}
+    fast = values.pop("fast", {}) or {}
+    if os.environ.get(FAST_ENV_VAR, "0") not in ("", "0"):
+        values.update(fast)
+    values.update(overrides)
+    known = {f.name for f in fields(PPOConfig)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"Unknown config field(s) {unknown}. Known fields: {', '.join(sorted(known))}.")
+    return PPOConfig(**values).validate()

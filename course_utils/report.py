@@ -1,0 +1,156 @@
+"""The run report: curves as PNG and a ``report.md`` that ties a run together.
+
+``plot_training_curves`` is pure (metrics in, Figure out): the notebooks call it for live plots and
+``write_report`` calls it for the saved picture.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import numpy as np
+
+# (metric key, panel title, what a learner should look for)
+CURVES = [
+    ("score", "reward-model / checker score", "should rise; if it rises while pass rate does not, suspect hacking"),
+    ("kl_per_sequence", "KL to reference (nats / response)", "a sudden jump means the policy left the reference"),
+    ("ratio_mean", "mean ratio pi/pi_old", "stays near 1; drift means stale data or a large step"),
+    ("policy_clipfrac", "policy clip fraction", "a few percent is healthy; high means steps too large"),
+    ("value_loss", "value loss", "should fall; growth means the critic diverges"),
+    ("response_length", "response length (tokens)", "collapse to 1-2 tokens or a jump to the max is a warning"),
+]
+PACKAGES = ("torch", "transformers", "peft", "trl", "accelerate", "numpy", "course_utils")
+
+
+def smooth(values: list[float], window: int = 5) -> np.ndarray:
+    """Trailing moving average (NaN-aware) so noisy curves can be read."""
+    x = np.asarray(values, dtype=float)
+    out = np.empty_like(x)
+    for i in range(len(x)):
+        chunk = x[max(0, i - window + 1):i + 1]
+        chunk = chunk[np.isfinite(chunk)]
+        out[i] = chunk.mean() if len(chunk) else np.nan
+    return out
+
+
+def plot_training_curves(history: list[dict], evals: list[dict] | None = None, window: int = 5):
+    """Seven panels: the six CURVES against the update number, plus the held-out pass rate."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 4, figsize=(15, 6.5))
+    steps = [h["update"] for h in history]
+    for ax, (key, title, _) in zip(axes.flat, CURVES):
+        values = [h.get(key, np.nan) for h in history]
+        ax.plot(steps, values, color="tab:blue", alpha=0.3, lw=1)
+        if values:
+            ax.plot(steps, smooth(values, window), color="tab:blue", lw=2)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("update")
+        ax.grid(alpha=0.3)
+    ax = axes.flat[len(CURVES)]
+    if evals:
+        ax.plot([e["update"] for e in evals], [100 * e["pass_rate"] for e in evals], "o-", color="tab:green")
+    ax.set_title("held-out pass rate (%)", fontsize=10)
+    ax.set_xlabel("update")
+    ax.grid(alpha=0.3)
+    axes.flat[-1].axis("off")
+    fig.tight_layout()
+    return fig
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = version(name)
+        except PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def _per_task_table(before: dict, after: dict) -> str:
+    lines = ["| task | before | after | change |", "|---|---:|---:|---:|"]
+    for task in sorted(set(before) | set(after)):
+        b, a = before.get(task, float("nan")), after.get(task, float("nan"))
+        lines.append(f"| {task} | {b:.0%} | {a:.0%} | {100 * (a - b):+.0f} pts |")
+    return "\n".join(lines)
+
+
+def _samples_table(before: list[dict], after: list[dict]) -> str:
+    after_by_id = {s["id"]: s for s in after}
+    lines = ["| task | prompt | before | after |", "|---|---|---|---|"]
+    clean = lambda s: s.replace("|", "\\|").replace("\n", " ⏎ ")[:120]  # noqa: E731
+    for s in before:
+        a = after_by_id.get(s["id"], {})
+        mark = lambda x: ("✅ " if x.get("passed") else "❌ ") + clean(x.get("answer", ""))  # noqa: E731
+        lines.append(f"| {s['family']} | {clean(s['prompt'])} | {mark(s)} | {mark(a)} |")
+    return "\n".join(lines)
+
+
+def write_report(run_dir: Path, config, history: list[dict], evals: list[dict], summary: dict,
+                 manifest: dict) -> Path:
+    """Write curves.png, versions.json, samples and report.md into ``run_dir``."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    run_dir = Path(run_dir)
+    fig = plot_training_curves(history, evals)
+    fig.savefig(run_dir / "curves.png", dpi=90)
+    plt.close(fig)
+    versions = package_versions()
+    (run_dir / "versions.json").write_text(json.dumps(versions, indent=2) + "\n")
+    before, after = evals[0], evals[-1]
+    (run_dir / "samples.json").write_text(json.dumps({"before": before["samples"], "after": after["samples"]},
+                                                     indent=2) + "\n")
+    last = history[-1] if history else {}
+    total_time = sum(h.get("time_update_s", 0.0) for h in history)
+    md = [
+        f"# PPO run report: {config.run_name}",
+        "",
+        f"- model: `{config.model}` (LoRA rank {config.lora_rank}), reward: `{config.reward}`",
+        f"- updates: {summary['updates']} of {config.total_updates}, batch {config.batch_size}, "
+        f"{config.ppo_epochs} epochs x {config.num_minibatches} minibatches, lr {config.learning_rate}, "
+        f"KL coef {config.kl_coef} ({'adaptive' if config.adaptive_kl else 'fixed'}), temperature {config.temperature}",
+        f"- training time: {total_time / 60:.1f} min ({total_time / max(len(history), 1):.1f} s per update)",
+        f"- stop: {summary['stop'] or 'completed all updates'}",
+        f"- held-out pass rate: **{before['pass_rate']:.0%} → {after['pass_rate']:.0%}** "
+        f"({len(evals)} evaluations; updates {[e['update'] for e in evals]})",
+        "",
+        "## Curves",
+        "",
+        "![curves](curves.png)",
+        "",
+        *[f"- **{title}**: {hint}." for _, title, hint in CURVES],
+        "",
+        "## Pass rate per task (held-out, greedy)",
+        "",
+        _per_task_table(before["pass_rate_per_task"], after["pass_rate_per_task"]),
+        "",
+        "## Sample answers before and after",
+        "",
+        _samples_table(before["samples"], after["samples"]),
+        "",
+        "## Last update",
+        "",
+        "```json",
+        json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in last.items()}, indent=1),
+        "```",
+        "",
+        "## Reproduce",
+        "",
+        "Config in `config.json`, package versions in `versions.json`, model manifest in `manifest.json`, "
+        "per-update metrics in `metrics.jsonl`, evaluations in `evals.jsonl`.",
+        "",
+        "```json",
+        json.dumps({k: manifest.get(k) for k in list(manifest)[:12]}, indent=1, default=str),
+        "```",
+        "",
+    ]
+    path = run_dir / "report.md"
+    path.write_text("\n".join(md))
+    return path
