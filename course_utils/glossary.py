@@ -1,0 +1,118 @@
+"""English ↔ Korean glossary of the course, in one place.
+
+``GLOSSARY`` maps an English term to the Korean term used in the source lessons; ``MEANINGS`` gives
+each term a one-line English meaning. A lesson ends with ``show_glossary([...])`` on the terms it
+used; the result prints as a text table and renders as an HTML table in Jupyter.
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+
+__all__ = ["GLOSSARY", "MEANINGS", "GlossaryTable", "show_glossary"]
+
+GLOSSARY: dict[str, str] = {
+    "policy": "정책",
+    "actor": "액터",
+    "reference model": "기준 모델",
+    "reward": "보상",
+    "reward model": "보상 모델",
+    "value head": "value 헤드 (밸류 모델)",
+    "advantage": "이점 (어드밴티지)",
+    "TD residual": "순간 변동폭 (TD error)",
+    "GAE": "가중 누적 이점",
+    "advantage whitening": "어드밴티지 정규화",
+    "response mask": "응답 마스크",
+    "per-token reward": "토큰별 실제 보상",
+    "per-token KL": "토큰별 KL",
+    "KL penalty": "KL 벌점",
+    "probability ratio": "확률 비율",
+    "clipping": "클리핑",
+    "objective function": "목적 함수",
+    "importance sampling": "중요도 샘플링",
+    "on-policy": "정책 내 학습",
+    "off-policy": "정책 외 학습",
+    "behaviour policy": "행동 정책",
+    "target policy": "타겟 정책",
+    "replay buffer": "리플레이 버퍼",
+    "policy lag": "정책 지연",
+    "supervised fine-tuning": "지도 미세 조정",
+    "frozen": "고정",
+    "human preference data": "인간 선호도 데이터",
+    "reward hacking": "채점기의 지름길 찾기 (reward hacking)",
+    "training stability": "학습 안정성",
+    "quiz": "확인 문제",
+    "completion checklist": "완료 체크",
+}
+
+MEANINGS: dict[str, str] = {
+    "policy": "the model being trained; it picks the next token (the action) given the text so far (the state)",
+    "actor": "another name for the policy in actor-critic methods",
+    "reference model": "a frozen copy of the starting (SFT) policy; the KL penalty measures distance to it",
+    "reward": "the number the training maximises; in PPO-RLHF a score plus per-token KL penalties",
+    "reward model": "a frozen model that scores a whole response with one number",
+    "value head": "predicts V_t, the return expected from token t on; the baseline of the advantage",
+    "advantage": "how much better an action turned out than the value head expected: A = R - V",
+    "TD residual": "δ_t = r_t + γ·V_{t+1} - V_t, the one-step surprise",
+    "GAE": "A_t = δ_t + γλ·A_{t+1}, computed backwards from the last real token",
+    "advantage whitening": "rescaling advantages to mean 0, std 1 over the real (masked-in) tokens only",
+    "response mask": "1 on real generated tokens up to and including the first EOS, 0 elsewhere",
+    "per-token reward": "r_t = -β·(log π_old - log π_ref) on each token, plus the score on the last one",
+    "per-token KL": "a per-token sample estimate of KL(π ‖ π_ref) (k1, k2 or k3)",
+    "KL penalty": "-β times the per-token KL estimate: the non-score part of the reward",
+    "probability ratio": "r = π_θ(a) / π_old(a), how much more likely the updated policy makes a token",
+    "clipping": "capping the ratio's effect at [1 - ε, 1 + ε] inside the objective",
+    "objective function": "what training maximises (the loss is its negative)",
+    "importance sampling": "reweighting samples from one policy by a ratio to estimate for another",
+    "on-policy": "learning only from data the current policy generated",
+    "off-policy": "learning from data another (older) policy generated",
+    "behaviour policy": "the policy that generated the data (π_old in PPO)",
+    "target policy": "the policy being updated (π_θ in PPO)",
+    "replay buffer": "a store of old experience reused by off-policy methods; PPO does not keep one",
+    "policy lag": "how many updates old a batch of rollouts is when it is trained on",
+    "supervised fine-tuning": "training on written demonstrations; the starting point of the policy",
+    "frozen": "not updated by the optimiser (reference model, reward model)",
+    "human preference data": "pairs of responses where a person marked the better one",
+    "reward hacking": "the policy raises the reward model's score without really getting better",
+    "training stability": "training that does not diverge, oscillate or collapse",
+    "quiz": "the check-your-understanding questions at the end of a lesson",
+    "completion checklist": "the list of things you should be able to do after a lesson",
+}
+
+
+class GlossaryTable:
+    """A few glossary rows; prints as text, renders as an HTML table in Jupyter."""
+
+    def __init__(self, terms: list[str]):
+        self.rows = [(term, GLOSSARY[term], MEANINGS.get(term, "")) for term in terms]
+
+    def __str__(self) -> str:
+        width = max(len(term) for term, _, _ in self.rows)
+        lines = ["Glossary (English | 한국어 | meaning)"]
+        lines += [f"  {term:<{width}} | {korean} | {meaning}" for term, korean, meaning in self.rows]
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        cells = "".join(
+            f"<tr><td><b>{html.escape(term)}</b></td><td>{html.escape(korean)}</td><td>{html.escape(meaning)}</td></tr>"
+            for term, korean, meaning in self.rows
+        )
+        return ("<table><thead><tr><th>English</th><th>한국어</th><th>meaning</th></tr></thead>"
+                f"<tbody>{cells}</tbody></table>")
+
+
+def show_glossary(terms: list[str] | None = None) -> GlossaryTable:
+    """The glossary rows of ``terms`` (all terms when None), in the order given.
+
+    Raises KeyError naming the closest known terms for a term that is not in ``GLOSSARY``.
+    """
+    terms = list(GLOSSARY) if terms is None else list(terms)
+    for term in terms:
+        if term not in GLOSSARY:
+            close = difflib.get_close_matches(term, GLOSSARY, n=3, cutoff=0.4)
+            hint = f"did you mean {close}?" if close else f"known terms: {sorted(GLOSSARY)}"
+            raise KeyError(f"{term!r} is not in the glossary; {hint} (add it to course_utils/glossary.py)")
+    return GlossaryTable(terms)

@@ -1,0 +1,229 @@
+"""Sliders for the lessons: thin wiring from ipywidgets to the pure plot functions.
+
+Each widget has two halves:
+
+* a pure *view* function (``clipping_view``, ``gae_view``, ``beta_view``) that takes numbers and
+  tensors, computes with ``course_utils.ppo_math``, draws with ``course_utils.plots`` and returns
+  ``(figure, summary)``. Tests call these directly; so can a learner without widgets.
+* a ``*_widget`` function that builds labelled sliders and an output area, and on every slider
+  change shows the view's figure as a PNG image followed by one printed line of numbers.
+
+Only the ``*_widget`` functions import ipywidgets and IPython.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import plots, ppo_math
+
+__all__ = [
+    "sampled_log_ratios",
+    "clip_fraction_text",
+    "clipping_view",
+    "clipping_widget",
+    "gae_view",
+    "gae_text",
+    "gae_widget",
+    "beta_view",
+    "beta_text",
+    "beta_widget",
+]
+
+
+def _ipywidgets():
+    try:
+        import ipywidgets
+    except ImportError:
+        raise ImportError("the sliders need ipywidgets: pip install ipywidgets "
+                          "(or call the *_view functions directly)") from None
+    return ipywidgets
+
+
+def _show(fig, text: str) -> None:
+    """Display a figure as a PNG image and print a line under it (inside an Output area)."""
+    from IPython.display import Image, display
+
+    display(Image(data=plots.figure_to_png(fig)))
+    print(text)
+
+
+def _full_mask(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    return torch.ones_like(x, dtype=torch.bool) if mask is None else mask.bool()
+
+
+# ---------------------------------------------------------------------------------------------
+# Lesson 4: cliprange and advantage
+# ---------------------------------------------------------------------------------------------
+
+
+def sampled_log_ratios(n: int = 4000, spread: float = 0.15, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """A seeded batch of ``(logprobs, old_logprobs)``, each ``[1, n]``, whose ratios spread like PPO's.
+
+    old_logprobs: log of probabilities drawn uniformly in [0.05, 0.95].
+    log r ~ Normal(-spread²/2, spread²), so E[r] = 1 under the tokens' sampling policy (π_old), as
+    for a real rollout, and the exact KL(π_old ‖ π_θ) of this model is spread²/2 per token.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    old_logprobs = torch.log(0.05 + 0.9 * torch.rand(1, n, generator=generator, dtype=torch.float64))
+    log_ratio = spread * torch.randn(1, n, generator=generator, dtype=torch.float64) - spread**2 / 2
+    return old_logprobs + log_ratio, old_logprobs
+
+
+def clip_fraction_text(clip_fraction: float) -> str:
+    """The widget's report line, e.g. ``"clip fraction: 0.12"``."""
+    return f"clip fraction: {float(clip_fraction):.2f}"
+
+
+def clipping_view(cliprange: float, advantage: float, logprobs: torch.Tensor, old_logprobs: torch.Tensor,
+                  mask: torch.Tensor | None = None):
+    """Clip fraction of a sampled batch when every token has advantage ``advantage``.
+
+    clip fraction = ``ppo_math.clipped_surrogate(logprobs, old_logprobs, A, mask, ε)[1]``,
+    the share of real tokens whose clipped term is the smaller objective (zero gradient there).
+    With A > 0 those are the tokens with r > 1 + ε, with A < 0 those with r < 1 - ε, with A = 0 none.
+
+    Shapes: ``logprobs``, ``old_logprobs`` (and ``mask``) ``[B, T]``. Returns
+    ``(figure, clip_fraction)`` with the figure from ``plots.plot_clipping_view``.
+    """
+    m = _full_mask(logprobs, mask)
+    advantages = torch.full_like(logprobs, float(advantage))
+    _, clip_fraction = ppo_math.clipped_surrogate(logprobs, old_logprobs, advantages, m, cliprange)
+    ratios = ppo_math.probability_ratio(logprobs, old_logprobs)[m]
+    fig = plots.plot_clipping_view(ratios, cliprange, float(advantage), float(clip_fraction))
+    return fig, float(clip_fraction)
+
+
+def clipping_widget(logprobs: torch.Tensor, old_logprobs: torch.Tensor, mask: torch.Tensor | None = None,
+                    cliprange: float = 0.2, advantage: float = 1.0):
+    """Sliders "cliprange" and "advantage" over ``clipping_view``; returns an ipywidgets VBox.
+
+    The output area shows the figure as an image and the line ``clip fraction: 0.xx``. The view
+    is recomputed when a slider is released (``continuous_update=False``), not while dragging.
+    """
+    w = _ipywidgets()
+    cliprange_slider = w.FloatSlider(value=cliprange, min=0.05, max=0.5, step=0.01, description="cliprange",
+                                     readout_format=".2f", continuous_update=False)
+    advantage_slider = w.FloatSlider(value=advantage, min=-2.0, max=2.0, step=0.1, description="advantage",
+                                     readout_format="+.1f", continuous_update=False)
+
+    def update(cliprange: float, advantage: float) -> None:
+        fig, clip_fraction = clipping_view(cliprange, advantage, logprobs, old_logprobs, mask)
+        _show(fig, clip_fraction_text(clip_fraction))
+
+    output = w.interactive_output(update, {"cliprange": cliprange_slider, "advantage": advantage_slider})
+    return w.VBox([w.HBox([cliprange_slider, advantage_slider]), output])
+
+
+# ---------------------------------------------------------------------------------------------
+# Lesson 3: γ, λ and where the reward lands
+# ---------------------------------------------------------------------------------------------
+
+
+def gae_view(gamma: float, lam: float, reward_position: int, value: float = 0.0, score: float = 2.0,
+             max_len: int = 100):
+    """Per-token advantages of one response whose reward-model score lands on ``reward_position``.
+
+    The response has real tokens ``0 .. reward_position`` (its EOS is there) and padding up to
+    ``max_len``; the score sits on the last real token (``ppo_math.shaped_rewards`` with no KL
+    penalty), and the value head predicts the constant ``value`` on every real token. Then
+
+        A, R = ppo_math.masked_gae(rewards, values, mask, γ, λ)
+
+    Returns ``(figure, summary)``; ``summary`` holds the tensors ``advantages``, ``returns``,
+    ``rewards``, ``values``, ``mask`` (each ``[max_len]``) and the floats ``first`` (A at token 0)
+    and ``last`` (A at the last real token).
+    """
+    if not 0 <= reward_position < max_len:
+        raise ValueError(f"reward_position must be in [0, {max_len - 1}], got {reward_position}")
+    positions = torch.arange(max_len, dtype=torch.float64).unsqueeze(0)
+    mask = positions <= reward_position
+    no_kl = torch.zeros_like(positions)
+    rewards = ppo_math.shaped_rewards(torch.tensor([float(score)], dtype=torch.float64), no_kl, no_kl, mask, 0.0)
+    values = torch.where(mask, torch.full_like(positions, float(value)), torch.zeros_like(positions))
+    advantages, returns = ppo_math.masked_gae(rewards, values, mask, gamma, lam)
+    fig = plots.plot_token_advantages(advantages[0], mask[0], rewards[0], values[0], returns[0],
+                                      title=f"γ = {gamma:.2f}, λ = {lam:.2f}, γλ = {gamma * lam:.3f}, "
+                                            f"score {score:g} on token {reward_position}, V = {value:g}")
+    summary = {"advantages": advantages[0], "returns": returns[0], "rewards": rewards[0], "values": values[0],
+               "mask": mask[0], "first": float(advantages[0, 0]), "last": float(advantages[0, reward_position])}
+    return fig, summary
+
+
+def gae_text(summary: dict) -> str:
+    """The widget's report line: the advantage of the first and of the last real token."""
+    return f"A at token 0: {summary['first']:+.3f}   A at the last real token: {summary['last']:+.3f}"
+
+
+def gae_widget(max_len: int = 100, score: float = 2.0):
+    """Sliders for γ, λ, the reward position and a constant value guess over ``gae_view``."""
+    w = _ipywidgets()
+    style = {"description_width": "initial"}
+    gamma = w.FloatSlider(value=1.0, min=0.8, max=1.0, step=0.01, description="gamma γ", style=style,
+                          continuous_update=False)
+    lam = w.FloatSlider(value=0.95, min=0.0, max=1.0, step=0.01, description="lambda λ", style=style,
+                        continuous_update=False)
+    position = w.IntSlider(value=max_len - 1, min=0, max=max_len - 1, description="reward at token", style=style,
+                           continuous_update=False)
+    value = w.FloatSlider(value=0.0, min=-1.0, max=3.0, step=0.1, description="value guess V", style=style,
+                          continuous_update=False)
+
+    def update(gamma: float, lam: float, reward_position: int, value: float) -> None:
+        fig, summary = gae_view(gamma, lam, reward_position, value, score, max_len)
+        _show(fig, gae_text(summary))
+
+    output = w.interactive_output(update, {"gamma": gamma, "lam": lam, "reward_position": position, "value": value})
+    return w.VBox([w.HBox([gamma, lam]), w.HBox([position, value]), output])
+
+
+# ---------------------------------------------------------------------------------------------
+# Lesson 5: β over a fixed batch of rollouts
+# ---------------------------------------------------------------------------------------------
+
+
+def beta_view(beta: float, scores: torch.Tensor, logprobs: torch.Tensor, ref_logprobs: torch.Tensor,
+              mask: torch.Tensor, labels=None):
+    """Score, non-score reward and shaped return of each response of a fixed batch at KL coef β.
+
+    non_score_i = Σ_t ppo_math.kl_penalty_rewards(...)[i, t]          = -β · Σ_t k1_t
+    shaped_i    = Σ_t ppo_math.shaped_rewards(scores, ...)[i, t]     = score_i + non_score_i
+    kl_i        = Σ_t ppo_math.kl_estimate(logprobs, ref_logprobs, "k1")[i, t]   (masked)
+
+    Shapes: ``scores`` ``[B]``; ``logprobs``, ``ref_logprobs``, ``mask`` ``[B, T]`` (``logprobs``
+    from the policy that sampled, ``ref_logprobs`` from the reference). Returns ``(figure, summary)``;
+    ``summary`` has the ``[B]`` tensors ``non_score``, ``shaped``, ``kl`` and ``best`` (the index of
+    the response with the highest shaped return, the one PPO would push up most).
+    """
+    m = mask.bool()
+    non_score = ppo_math.masked_sum(ppo_math.kl_penalty_rewards(logprobs, ref_logprobs, m, beta), m, dim=1)
+    shaped = ppo_math.masked_sum(ppo_math.shaped_rewards(scores, logprobs, ref_logprobs, m, beta), m, dim=1)
+    kl = ppo_math.masked_sum(ppo_math.kl_estimate(logprobs, ref_logprobs, "k1", mask=m), m, dim=1)
+    best = int(torch.argmax(shaped))
+    label = labels[best] if labels is not None else f"response {best}"
+    fig = plots.plot_reward_components(scores, non_score, shaped, labels,
+                                       title=f"β = {beta:.3g}: highest shaped return is {label}")
+    summary = {"non_score": non_score, "shaped": shaped, "kl": kl, "best": best, "label": label,
+               "beta": float(beta), "scores": scores}
+    return fig, summary
+
+
+def beta_text(summary: dict) -> str:
+    """The widget's report line: which response wins at this β, with its score and KL."""
+    b = summary["best"]
+    return (f"β = {summary['beta']:.3g}: best shaped return {float(summary['shaped'][b]):+.2f} "
+            f"from {summary['label']} (score {float(summary['scores'][b]):.2f}, KL {float(summary['kl'][b]):.2f} nats)")
+
+
+def beta_widget(scores: torch.Tensor, logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor,
+                labels=None, beta: float = 0.05):
+    """A log-scale slider "beta" over ``beta_view`` for a fixed batch; returns an ipywidgets VBox."""
+    w = _ipywidgets()
+    beta_slider = w.FloatLogSlider(value=beta, base=10, min=-3, max=0.5, step=0.05, description="beta",
+                                   readout_format=".3f", continuous_update=False)
+
+    def update(beta: float) -> None:
+        fig, summary = beta_view(beta, scores, logprobs, ref_logprobs, mask, labels)
+        _show(fig, beta_text(summary))
+
+    output = w.interactive_output(update, {"beta": beta_slider})
+    return w.VBox([beta_slider, output])

@@ -1,0 +1,299 @@
+"""Tests for course_utils.plots, widgets, figures and glossary.
+
+The plot functions are pure, so the tests read the drawn artists back (found by gid) and compare
+them with independent references: piecewise formulas written with numpy, plain loops, closed
+forms and the hand-worked numbers of the lessons.
+"""
+
+import math
+import re
+
+import numpy as np
+import pytest
+import torch
+from matplotlib.patches import Rectangle
+
+from course_utils import figures, glossary, plots, ppo_math, widgets
+
+torch.set_num_threads(1)
+
+
+def artists(ax, gid):
+    """Every line, collection or patch of ``ax`` whose gid is ``gid``."""
+    found = [a for a in [*ax.lines, *ax.collections, *ax.patches] if a.get_gid() == gid]
+    assert found, f"no artist with gid {gid!r}"
+    return found
+
+
+def line_xy(ax, gid):
+    (line,) = artists(ax, gid)
+    return np.asarray(line.get_xdata(), dtype=float), np.asarray(line.get_ydata(), dtype=float)
+
+
+def band_extent(ax):
+    (band,) = artists(ax, "clip band")
+    assert isinstance(band, Rectangle)
+    return band.get_x(), band.get_x() + band.get_width()
+
+
+def clipped_reference(r, advantage, eps):
+    """PPO's objective written piecewise: A·min(r, 1+ε) for A >= 0, A·max(r, 1-ε) for A < 0."""
+    return advantage * (np.minimum(r, 1 + eps) if advantage >= 0 else np.maximum(r, 1 - eps))
+
+
+# ---------------------------------------------------------------- lesson 4: clipped objective
+
+
+@pytest.mark.parametrize("eps", [0.1, 0.2, 0.3])
+def test_clipped_objective_panels_draw_ppo_math_values_and_the_band(eps):
+    fig = plots.plot_clipped_objective(eps, advantages=(1.0, -1.0))
+    axes = fig.axes
+    assert len(axes) == 2
+    for ax, advantage in zip(axes, (1.0, -1.0)):
+        x, unclipped = line_xy(ax, "unclipped")
+        x2, clipped = line_xy(ax, "clipped")
+        np.testing.assert_array_equal(x, x2)
+        np.testing.assert_allclose(unclipped, x * advantage)
+        np.testing.assert_allclose(clipped, clipped_reference(x, advantage, eps), atol=1e-12)
+        library = ppo_math.clipped_objective_per_token(torch.tensor(x), advantage, eps).numpy()
+        np.testing.assert_allclose(clipped, library, atol=1e-12)
+        assert band_extent(ax) == pytest.approx((1 - eps, 1 + eps))
+        assert f"A = {advantage:+g}" in ax.get_title()
+
+
+def test_clipped_objective_marks_the_lesson_example():
+    # Lesson 4: ratios [0.5, 0.8, 1.0, 1.2, 1.5], A = 1, ε = 0.2 -> [0.5, 0.8, 1.0, 1.2, 1.2].
+    fig = figures.clipped_objective_figure()
+    (points,) = artists(fig.axes[0], "marked ratios")
+    offsets = points.get_offsets()
+    np.testing.assert_allclose(offsets[:, 0], [0.5, 0.8, 1.0, 1.2, 1.5])
+    np.testing.assert_allclose(offsets[:, 1], [0.5, 0.8, 1.0, 1.2, 1.2])
+    # A = -1: the objective stops improving below 0.8, so 0.5 scores like 0.8.
+    (points,) = artists(fig.axes[1], "marked ratios")
+    np.testing.assert_allclose(points.get_offsets()[:, 1], [-0.8, -0.8, -1.0, -1.2, -1.5])
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.0, -0.2])
+def test_clipped_objective_rejects_a_cliprange_outside_0_1(bad):
+    with pytest.raises(ValueError, match="cliprange"):
+        plots.plot_clipped_objective(bad)
+
+
+# ---------------------------------------------------------------- lesson 4: the widget callback
+
+
+@pytest.fixture(scope="module")
+def ratio_batch():
+    return widgets.sampled_log_ratios(n=3000, spread=0.2, seed=1)
+
+
+@pytest.mark.parametrize("advantage", [1.0, 0.5, -1.0, -2.0, 0.0])
+@pytest.mark.parametrize("eps", [0.1, 0.2, 0.35])
+def test_clipping_view_clip_fraction_counts_the_right_tail(ratio_batch, advantage, eps):
+    logprobs, old_logprobs = ratio_batch
+    fig, clip_fraction = widgets.clipping_view(eps, advantage, logprobs, old_logprobs)
+    r = np.exp(logprobs.numpy() - old_logprobs.numpy()).ravel()
+    if advantage > 0:
+        expected = np.mean(r > 1 + eps)
+    elif advantage < 0:
+        expected = np.mean(r < 1 - eps)
+    else:
+        expected = 0.0
+    assert clip_fraction == pytest.approx(expected, abs=1e-9)
+    # The histogram's orange bars hold exactly the clipped tokens.
+    hist_ax = fig.axes[1]
+    clipped_count = sum(p.get_height() for p in hist_ax.patches if p.get_gid() == "clipped ratios")
+    kept_count = sum(p.get_height() for p in hist_ax.patches if p.get_gid() == "unclipped ratios")
+    assert clipped_count == round(expected * r.size)
+    assert clipped_count + kept_count == r.size
+    assert f"clip fraction {clip_fraction:.2f}" in hist_ax.get_title()
+    assert band_extent(hist_ax) == pytest.approx((1 - eps, 1 + eps))
+
+
+def test_clip_fraction_falls_as_the_cliprange_widens(ratio_batch):
+    fractions = [widgets.clipping_view(eps, 1.0, *ratio_batch)[1] for eps in (0.05, 0.1, 0.2, 0.4)]
+    assert all(a > b for a, b in zip(fractions, fractions[1:]))
+
+
+def test_clipping_view_respects_the_mask():
+    old = torch.log(torch.full((2, 4), 0.5, dtype=torch.float64))
+    # Row 0: ratios 1.5 (clipped for A > 0) on the real tokens; row 1's last two tokens are padding.
+    new = old + math.log(1.5)
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
+    new[1, :2] = old[1, :2]  # ratio 1 on row 1's real tokens
+    new[1, 2:] = float("inf")  # garbage in the padding must not count
+    _, clip_fraction = widgets.clipping_view(0.2, 1.0, new, old, mask)
+    assert clip_fraction == pytest.approx(4 / 6)
+
+
+def test_clip_fraction_text_format():
+    assert widgets.clip_fraction_text(0.0885) == "clip fraction: 0.09"
+    assert re.fullmatch(r"clip fraction: \d\.\d\d", widgets.clip_fraction_text(torch.tensor(0.5)))
+
+
+def test_clipping_widget_has_a_cliprange_slider_that_redraws(ratio_batch, capsys):
+    ipywidgets = pytest.importorskip("ipywidgets")
+    box = widgets.clipping_widget(*ratio_batch)
+    sliders = [w for w in box.children[0].children if isinstance(w, ipywidgets.FloatSlider)]
+    by_name = {s.description: s for s in sliders}
+    assert set(by_name) == {"cliprange", "advantage"}
+    capsys.readouterr()
+    by_name["cliprange"].value = 0.1  # outside a kernel the output area prints to stdout
+    printed = capsys.readouterr().out
+    expected = widgets.clip_fraction_text(widgets.clipping_view(0.1, 1.0, *ratio_batch)[1])
+    assert expected in printed
+    assert "Image" in printed  # the figure is displayed as an image
+
+
+# ---------------------------------------------------------------- other lesson-4 plots
+
+
+def test_ratio_trajectories_and_clip_stats_draw_their_inputs():
+    r = np.array([[1.0, 1.0], [1.1, 0.9], [1.3, 0.7]])
+    fig = plots.plot_ratio_trajectories(r, 0.2, labels=["up", "down"])
+    ax = fig.axes[0]
+    np.testing.assert_allclose(line_xy(ax, "ratio 1")[1], r[:, 1])
+    (band,) = artists(ax, "clip band")
+    assert band.get_y() == pytest.approx(0.8) and band.get_y() + band.get_height() == pytest.approx(1.2)
+    with pytest.raises(ValueError, match="steps, n_tokens"):
+        plots.plot_ratio_trajectories(r[0], 0.2)
+    fig = plots.plot_clip_stats_vs_spread([0.1, 0.2], [0.01, 0.2], [0.005, 0.02], [0.005, 0.02])
+    np.testing.assert_allclose(line_xy(fig.axes[0], "clip fraction")[1], [0.01, 0.2])
+    np.testing.assert_allclose(line_xy(fig.axes[1], "reference kl")[1], [0.005, 0.02])
+
+
+# ---------------------------------------------------------------- lesson 3: GAE widget
+
+
+def gae_plain_loop(rewards, values, last, gamma, lam):
+    """GAE for one response written as the lesson's backwards loop over real tokens 0..last."""
+    advantages = [0.0] * len(rewards)
+    carry = 0.0
+    for t in range(last, -1, -1):
+        next_value = values[t + 1] if t < last else 0.0
+        delta = rewards[t] + gamma * next_value - values[t]
+        carry = delta + gamma * lam * carry
+        advantages[t] = carry
+    return advantages
+
+
+@pytest.mark.parametrize("gamma, lam, position, value", [(1.0, 0.95, 99, 0.0), (0.99, 0.9, 40, 1.4),
+                                                         (1.0, 1.0, 10, 0.5), (0.9, 0.0, 0, 2.5)])
+def test_gae_view_matches_a_plain_loop(gamma, lam, position, value):
+    fig, summary = widgets.gae_view(gamma, lam, position, value=value, score=2.0, max_len=100)
+    rewards = [0.0] * 100
+    rewards[position] = 2.0
+    values = [value if t <= position else 0.0 for t in range(100)]
+    expected = gae_plain_loop(rewards, values, position, gamma, lam)
+    np.testing.assert_allclose(summary["advantages"].numpy(), expected, atol=1e-12)
+    assert summary["first"] == pytest.approx(expected[0])
+    assert summary["last"] == pytest.approx(2.0 - value)  # A = R - V on the last token
+    # The drawn advantage line equals the advantages on real tokens and stops at the padding.
+    x, y = line_xy(fig.axes[1], "advantage")
+    np.testing.assert_allclose(y[: position + 1], expected[: position + 1], atol=1e-12)
+    assert np.isnan(y[position + 1:]).all()
+    assert summary["mask"].sum() == position + 1
+
+
+def test_gae_view_closed_form_with_no_value_head():
+    # V = 0, γ = 1: A_t = score · λ^(last - t), the lesson's "each token gets 0.95 of the next one's".
+    _, summary = widgets.gae_view(1.0, 0.95, 99, value=0.0, score=2.0)
+    t = np.arange(100)
+    np.testing.assert_allclose(summary["advantages"].numpy(), 2.0 * 0.95 ** (99 - t), rtol=1e-12)
+    assert "A at token 0: +0.012" in widgets.gae_text(summary)
+    with pytest.raises(ValueError, match="reward_position"):
+        widgets.gae_view(1.0, 0.95, 100)
+
+
+def test_token_advantage_plot_rejects_a_batch():
+    with pytest.raises(ValueError, match="one response"):
+        plots.plot_token_advantages(torch.zeros(2, 5))
+
+
+# ---------------------------------------------------------------- lesson 5: β over a fixed batch
+
+
+def beta_batch():
+    """Three responses: a 'hack' (high score, far from the reference), an 'honest' one, a 'bland' one."""
+    scores = torch.tensor([3.0, 1.5, 0.3], dtype=torch.float64)
+    per_token_kl = torch.tensor([2.5, 0.2, 0.0], dtype=torch.float64)  # nats per token, 10 tokens each
+    ref = torch.log(torch.full((3, 10), 0.3, dtype=torch.float64))
+    logprobs = ref + per_token_kl[:, None]
+    mask = torch.ones(3, 10)
+    mask[2, 6:] = 0
+    return scores, logprobs, ref, mask
+
+
+def test_beta_view_totals_and_the_winner_as_beta_grows():
+    scores, logprobs, ref, mask = beta_batch()
+    kl = np.array([25.0, 2.0, 0.0])
+    winners = []
+    for beta in (0.01, 0.1, 2.0):
+        fig, summary = widgets.beta_view(beta, scores, logprobs, ref, mask, labels=["hack", "honest", "bland"])
+        np.testing.assert_allclose(summary["kl"].numpy(), kl, atol=1e-12)
+        np.testing.assert_allclose(summary["non_score"].numpy(), -beta * kl, atol=1e-12)
+        np.testing.assert_allclose(summary["shaped"].numpy(), scores.numpy() - beta * kl, atol=1e-12)
+        shaped_bars = [p.get_height() for p in fig.axes[0].patches if p.get_gid() == "shaped"]
+        np.testing.assert_allclose(shaped_bars, scores.numpy() - beta * kl, atol=1e-12)
+        winners.append(summary["label"])
+    assert winners == ["hack", "honest", "bland"]
+    assert widgets.beta_text(summary).startswith("β = 2: best shaped return +0.30 from bland")
+
+
+# ---------------------------------------------------------------- lesson 5: other plots
+
+
+def test_kl_and_reward_plots_draw_their_inputs():
+    exact = np.array([0.1, 0.5, 1.0])
+    means = {"k1": exact, "k2": exact * 0.8}
+    stds = {"k1": [1.0, 2.0, 3.0], "k2": [0.5, 0.6, 0.7]}
+    fig = plots.plot_kl_estimators(exact, means, stds, sampled_means={"k1": exact + 0.01})
+    np.testing.assert_allclose(line_xy(fig.axes[0], "bias k2")[1], -0.2 * exact)
+    np.testing.assert_allclose(line_xy(fig.axes[1], "std k1")[1], [1.0, 2.0, 3.0])
+    fig = plots.plot_kl_samples({"k1": [-1.0, 0.5, 2.0], "k3": [0.1, 0.2, 0.3]}, exact_kl=0.4)
+    assert "33% of samples < 0" in fig.axes[0].get_title()
+    fig = plots.plot_kl_controller({"adaptive": [10, 8, 6]}, {"adaptive": [0.1, 0.12, 0.13]}, target=6)
+    np.testing.assert_allclose(line_xy(fig.axes[1], "beta adaptive")[1], [0.1, 0.12, 0.13])
+    pen = torch.tensor([-0.1, -0.2, -0.05, 0.0])
+    score = torch.tensor([0.0, 0.0, 2.4, 0.0])
+    fig = plots.plot_shaped_rewards(pen, score, mask=torch.tensor([1, 1, 1, 0]))
+    np.testing.assert_allclose(line_xy(fig.axes[0], "shaped")[1], (pen + score).numpy(), atol=1e-7)
+    fig = plots.plot_shaped_return_vs_beta([0.01, 0.1], [[3.0, 1.0], [1.0, 0.9]], labels=["a", "b"])
+    np.testing.assert_allclose(line_xy(fig.axes[0], "b")[1], [1.0, 0.9])
+
+
+def test_whitening_and_value_plots_use_real_tokens_only():
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
+    raw = torch.tensor([[1.0, 2.0, 3.0, 99.0], [4.0, 5.0, 99.0, 99.0]])
+    fig = plots.plot_whitening(raw, raw, raw, mask)
+    counted = sum(p.get_height() for p in fig.axes[0].patches if p.get_gid() == "raw advantages")
+    assert counted == 5
+    fig = plots.plot_value_fit(raw, raw + 1, mask)
+    (points,) = artists(fig.axes[0], "tokens")
+    assert len(points.get_offsets()) == 5
+
+
+# ---------------------------------------------------------------- figures and glossary
+
+
+def test_make_all_writes_deterministic_pngs(tmp_path):
+    first = figures.make_all(tmp_path / "a")
+    second = figures.make_all(str(tmp_path / "b"))
+    assert [p.name for p in first] == list(figures.FIGURES) and "clipped_objective.png" in figures.FIGURES
+    for a, b in zip(first, second):
+        data = a.read_bytes()
+        assert data.startswith(b"\x89PNG\r\n\x1a\n")
+        assert data == b.read_bytes()
+    assert figures.FIGURES_DIR.name == "figures" and (figures.FIGURES_DIR.parent / "course_utils").is_dir()
+
+
+def test_glossary_has_korean_for_every_term_and_helpful_errors():
+    hangul = re.compile(r"[\uac00-\ud7a3]")
+    assert set(glossary.GLOSSARY) == set(glossary.MEANINGS)
+    assert all(hangul.search(korean) for korean in glossary.GLOSSARY.values())
+    table = glossary.show_glossary(["response mask", "advantage whitening", "per-token KL"])
+    text = str(table)
+    assert "응답 마스크" in text and "어드밴티지 정규화" in text and "토큰별 KL" in text
+    assert "<table>" in table._repr_html_()
+    with pytest.raises(KeyError, match="did you mean"):
+        glossary.show_glossary(["advantage whitenning"])
