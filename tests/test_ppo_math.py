@@ -500,6 +500,17 @@ def test_one_token_advantage_is_reward_minus_value(reward, expected):
     assert ret.item() == pytest.approx(reward)
 
 
+def test_gae_a_hole_in_the_mask_ends_the_recursion_there():
+    # Documented behaviour for non-prefix masks: tokens after a hole do not feed the ones before.
+    rewards = torch.tensor([[1.0, 2.0, 5.0, 3.0]], dtype=torch.float64)
+    values = torch.tensor([[0.5, 0.5, 9.0, 0.5]], dtype=torch.float64)
+    holed = torch.tensor([[1.0, 1.0, 0.0, 1.0]], dtype=torch.float64)
+    adv, _ = pm.masked_gae(rewards, values, holed, gamma=1.0, lam=1.0)
+    first, _ = pm.masked_gae(rewards[:, :2], values[:, :2], holed[:, :2], gamma=1.0, lam=1.0)
+    torch.testing.assert_close(adv[:, :2], first)
+    assert adv[0, 2].item() == 0.0 and adv[0, 3].item() == pytest.approx(3.0 - 0.5)
+
+
 def test_gae_rejects_out_of_range_discounts():
     x = torch.zeros(1, 2)
     with pytest.raises(ValueError, match="gamma and lam"):
