@@ -320,7 +320,7 @@ class PPOTrainer:
             **{k: scalar(v) for k, v in stats.items()},
             "explained_variance": _finite_or_nan(pm.explained_variance(rollout.values, returns, mask)),
             "advantage_mean": float(pm.masked_mean(raw_advantages, mask)),
-            "advantage_std": float(pm.masked_var(raw_advantages, mask).sqrt()),
+            "advantage_std": float(pm.masked_var(raw_advantages, mask, unbiased=False).sqrt()),
             "value_mean": float(pm.masked_mean(rollout.values, mask)),
             # responses
             "response_length": global_sum([float(lengths.sum())])[0] / n_seq,

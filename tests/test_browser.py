@@ -1,0 +1,105 @@
+"""A real browser on a real JupyterLab: open lesson 4 in headless Chromium, run it, move the
+cliprange slider, and see the figure and the reported clip fraction change.
+
+Needs Debian's `chromium` (installed by .ci/run) and the `playwright` package; Playwright's own
+browser download is never used (the executable path points at /usr/bin/chromium).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from test_foundation import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = "week04_ratio_clipping.ipynb"
+CHROMIUM = os.environ.get("COURSE_CHROMIUM", shutil.which("chromium") or "/usr/bin/chromium")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture()
+def lab_server(tmp_path):
+    port, token = free_port(), "browser-test-token"
+    work = tmp_path / "notebooks"
+    shutil.copytree(ROOT / "notebooks", work)  # never let the browser save over the committed lesson
+    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(tmp_path / "rt"), JUPYTER_CONFIG_DIR=str(tmp_path / "cfg"),
+               COURSE_FAST="1")
+    server = subprocess.Popen(
+        [str(Path(sys.executable).parent / "jupyter"), "lab", f"--notebook-dir={work}", "--no-browser",
+         "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={token}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=5)
+            break
+        except OSError:
+            assert server.poll() is None and time.monotonic() < deadline, "jupyter lab did not start"
+            time.sleep(1)
+    yield base, token
+    server.terminate()
+    server.wait(timeout=30)
+
+
+def test_cliprange_slider_redraws_the_figure_in_a_real_browser(lab_server):
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"Chromium not found at {CHROMIUM}: install Debian's chromium (`apt-get install chromium`)")
+    from playwright.sync_api import sync_playwright
+
+    base, token = lab_server
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(120_000)
+        page.goto(f"{base}/lab/tree/{NOTEBOOK}?token={token}&reset")
+        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
+        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
+        # Run > Run All Cells, through JupyterLab's command palette.
+        page.locator(".jp-Notebook").first.click()
+        page.keyboard.press("Control+Shift+C")
+        page.keyboard.type("Run All Cells")
+        page.keyboard.press("Enter")
+
+        slider = page.locator(".widget-slider", has=page.locator("label", has_text="cliprange")).first
+        slider.wait_for(state="visible", timeout=180_000)
+        report = page.get_by_text(re.compile(r"clip fraction: [0-9.]+")).first
+        report.wait_for(timeout=120_000)
+        before_text = report.inner_text()
+        before_src = _figure_sources(page)
+
+        # Type a new value into the slider's readout, as a learner would, and press Enter.
+        readout = slider.locator(".widget-readout")
+        readout.click()
+        page.keyboard.press("Control+A")
+        page.keyboard.type("0.05")
+        page.keyboard.press("Enter")
+
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            after_text = page.get_by_text(re.compile(r"clip fraction: [0-9.]+")).first.inner_text()
+            if after_text != before_text and _figure_sources(page) != before_src:
+                break
+            time.sleep(0.5)
+        page.screenshot(path=str(Path(os.environ.get("COURSE_SCREENSHOT_DIR", "/tmp")) / "week04_browser.png"))
+        browser.close()
+    assert after_text != before_text, f"clip fraction did not change: {before_text!r}"
+    assert _value(after_text) > _value(before_text), "a narrower clip range must clip more tokens"
+
+
+def _figure_sources(page) -> list[str]:
+    return page.eval_on_selector_all(".jp-OutputArea-output img", "els => els.map(e => e.src.slice(-200))")
+
+
+def _value(text: str) -> float:
+    return float(re.search(r"clip fraction: ([0-9.]+)", text).group(1))
