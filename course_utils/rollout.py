@@ -1,0 +1,723 @@
+"""Rollouts: from prompts to the tensors the PPO maths expects.
+
+One rollout step, in order:
+
+1. ``render_prompts``   chat template with ``add_generation_prompt=True`` (the model answers as
+                        the assistant), then left padding (``left_pad``) so every prompt ends at
+                        the same column and generation continues all rows from there.
+2. ``generate``         sample responses with explicit settings (temperature, top_k=0, top_p=1;
+                        nothing from the model's generation_config), LoRA merged for speed.
+3. ``response_mask_from_ids``  1 on every generated token up to and including the first EOS,
+                        0 after it. Built from *positions*, never from ``ids != pad_id``:
+                        SmolLM2's pad token IS its EOS token ``<|im_end|>``, and the chat prompt
+                        itself contains ``<|im_end|>``.
+4. ``sequence_forward`` one forward pass over prompt + response: log π(a_t | s_t) for each
+                        response token (with the sampling temperature) and the values V(s_t).
+                        Run once with the policy (old log-probs, values) and once with the
+                        reference (reference log-probs).
+
+State and action: the state s_t is the prompt plus the response tokens before t; the action a_t
+is response token t. A causal LM's output at sequence position p predicts the token at p + 1, so
+the logits (and the hidden state for V) that belong to response token t sit one position earlier.
+
+``collect_rollout`` does all of this and times each phase (``rollout.timings``).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field, fields, replace
+from html import escape
+from typing import Any, Sequence
+
+import torch
+
+from . import hub
+from .ppo_math import last_token_index, logprobs_from_logits
+
+__all__ = [
+    "SamplingSettings",
+    "Rollout",
+    "render_prompts",
+    "left_pad",
+    "tokenize_prompts",
+    "stop_token_ids",
+    "response_mask_from_ids",
+    "positions_from_attention_mask",
+    "sequence_forward",
+    "generate",
+    "collect_rollout",
+    "token_pieces",
+    "format_masked_tokens",
+    "masked_tokens_html",
+    "show_rollout",
+    "benchmark_rollout",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Settings and the rollout record
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SamplingSettings:
+    """How responses are sampled. Every field is passed to ``generate`` explicitly, and the
+    model's own generation_config is ignored, so nothing hidden (a repetition penalty, a default
+    top_k=50, a forced EOS) changes the distribution we sample from.
+
+    temperature: sample from softmax(logits / temperature). The log-probs of the rollout and of
+        every training forward use the same temperature, or the PPO ratio compares two
+        different policies.
+    top_k: 0 = off. Any truncation (top_k > 0, top_p < 1) makes the sampler differ from the
+        full softmax that the log-probs are computed from; keep them off for PPO.
+    top_p: 1.0 = off (nucleus sampling disabled), see top_k.
+    max_new_tokens: longest response; a response that reaches it without EOS is "truncated".
+    do_sample: False = greedy decoding (for evaluation, not for PPO rollouts).
+    min_new_tokens: 0 = off. A value > 0 bans EOS for that many tokens, which also makes the
+        sampler differ from the log-probs; only for benchmarks that need fixed-length responses.
+    """
+
+    temperature: float = 0.8
+    top_k: int = 0
+    top_p: float = 1.0
+    max_new_tokens: int = 32
+    do_sample: bool = True
+    min_new_tokens: int = 0
+
+    def check(self) -> None:
+        if self.temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}; use do_sample=False for greedy decoding")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.do_sample and (self.top_k not in (0, None) or self.top_p < 1.0 or self.min_new_tokens > 0):
+            warnings.warn(
+                f"top_k={self.top_k}, top_p={self.top_p}, min_new_tokens={self.min_new_tokens}: the "
+                "sampler changes the distribution (truncates it or bans EOS), but the "
+                "log-probs are computed from the full softmax, so the rollout is slightly off-policy. "
+                "Use top_k=0, top_p=1.0, min_new_tokens=0 for PPO.",
+                stacklevel=3,
+            )
+
+    def generation_config(self, eos_token_ids: list[int], pad_token_id: int, output_logits: bool = False):
+        """A complete transformers GenerationConfig: every processor that could change the
+        distribution is set to its neutral value explicitly."""
+        from transformers import GenerationConfig
+
+        sampling = dict(temperature=self.temperature, top_k=self.top_k or 0, top_p=self.top_p) if self.do_sample else {}
+        return GenerationConfig(
+            do_sample=self.do_sample,
+            **sampling,
+            max_new_tokens=self.max_new_tokens,
+            min_new_tokens=self.min_new_tokens or None,
+            num_beams=1,
+            repetition_penalty=1.0,
+            encoder_repetition_penalty=1.0,
+            no_repeat_ngram_size=0,
+            typical_p=1.0,
+            epsilon_cutoff=0.0,
+            eta_cutoff=0.0,
+            length_penalty=1.0,
+            renormalize_logits=False,
+            remove_invalid_values=False,
+            eos_token_id=list(eos_token_ids),
+            pad_token_id=pad_token_id,
+            use_cache=True,
+            return_dict_in_generate=True,
+            output_logits=output_logits,
+        )
+
+
+_TENSOR_FIELDS = (
+    "query_ids", "query_mask", "response_ids", "response_mask", "last_index", "ended_with_eos",
+    "truncated", "old_logprobs", "ref_logprobs", "values", "generation_logprobs",
+)
+
+
+@dataclass
+class Rollout:
+    """One batch of sampled responses and everything PPO needs about them.
+
+    Shapes (B prompts, Lq prompt columns, T response columns):
+      query_ids [B, Lq] long        chat-rendered prompts, LEFT padded with the pad id
+      query_mask [B, Lq] long       1 on prompt tokens, 0 on left padding
+      response_ids [B, T] long      generated tokens; positions after the first EOS hold pad id
+      response_mask [B, T] float    1.0 up to and including the first EOS, 0.0 after it
+      last_index [B] long           index of the last real response token (the EOS, or T - 1
+                                    when truncated); -1 for a row with no response token
+      ended_with_eos [B] bool       the response contains an EOS
+      truncated [B] bool            the response hit max_new_tokens without an EOS
+      old_logprobs [B, T] float32   log π_old(a_t | s_t) at the sampling temperature; 0 outside mask
+      ref_logprobs [B, T] float32   log π_ref(a_t | s_t), same temperature; 0 outside mask
+      values [B, T] float32         V(s_t) of the state before token t; 0 outside mask
+      generation_logprobs [B, T]    optional: log-probs from the sampler's own logits (a check)
+    Plus: prompts (user text), response_texts (decoded without special tokens: what the reward
+    sees), records (task records, if any), settings, timings (seconds per phase).
+    """
+
+    query_ids: torch.Tensor
+    query_mask: torch.Tensor
+    response_ids: torch.Tensor
+    response_mask: torch.Tensor
+    last_index: torch.Tensor
+    ended_with_eos: torch.Tensor
+    truncated: torch.Tensor
+    prompts: list[str]
+    old_logprobs: torch.Tensor | None = None
+    ref_logprobs: torch.Tensor | None = None
+    values: torch.Tensor | None = None
+    response_texts: list[str] = field(default_factory=list)
+    records: list | None = None
+    settings: SamplingSettings | None = None
+    generation_logprobs: torch.Tensor | None = None
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def batch_size(self) -> int:
+        return self.query_ids.shape[0]
+
+    @property
+    def num_tokens(self) -> int:
+        """Number of real response tokens in the batch (the sum of the mask)."""
+        return int(self.response_mask.sum().item())
+
+    @property
+    def response_lengths(self) -> torch.Tensor:
+        """Real tokens per response, EOS included: shape [B]."""
+        return self.response_mask.sum(-1).long()
+
+    def to(self, device) -> "Rollout":
+        moved = {name: getattr(self, name).to(device) for name in _TENSOR_FIELDS if getattr(self, name) is not None}
+        return replace(self, **moved)
+
+    def select(self, indices) -> "Rollout":
+        """The rows ``indices`` (a list, range or 1-D tensor) as a new Rollout, e.g. a minibatch."""
+        index = torch.as_tensor(list(indices) if not isinstance(indices, torch.Tensor) else indices, dtype=torch.long)
+        picked = {
+            name: getattr(self, name)[index.to(getattr(self, name).device)]
+            for name in _TENSOR_FIELDS
+            if getattr(self, name) is not None
+        }
+        rows = index.tolist()
+
+        def take(items):
+            return [items[i] for i in rows] if items else items
+
+        return replace(
+            self, **picked, prompts=take(self.prompts), response_texts=take(self.response_texts),
+            records=take(self.records) if self.records is not None else None,
+        )
+
+    def __len__(self) -> int:
+        return self.batch_size
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Prompts: chat template, token ids, left padding
+# ---------------------------------------------------------------------------------------------
+
+
+def render_prompts(tokenizer, prompts: Sequence[str], system: str | None = None) -> list[str]:
+    """Render each user prompt with the tokenizer's chat template, ending with the assistant
+    header (``add_generation_prompt=True``) so the model's next token starts its answer.
+
+    SmolLM2 example (its template adds a default system message when none is given):
+    ``<|im_start|>system\\n...<|im_end|>\\n<|im_start|>user\\nHi<|im_end|>\\n<|im_start|>assistant\\n``
+    """
+    hub.require_template(tokenizer, str(getattr(tokenizer, "name_or_path", "this model")))
+    if isinstance(prompts, str):
+        raise TypeError("prompts must be a list of strings, not one string; wrap it: [prompt]")
+    if len(prompts) == 0:
+        raise ValueError("no prompts given: pass a non-empty list of strings")
+    rendered = []
+    for i, prompt in enumerate(prompts):
+        if not isinstance(prompt, str):
+            raise TypeError(f"prompt {i} is a {type(prompt).__name__}, not a string")
+        if not prompt.strip():
+            raise ValueError(
+                f"prompt {i} is empty: there is nothing to answer. Remove it or give it some text."
+            )
+        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+        rendered.append(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+    return rendered
+
+
+def left_pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stack token lists into ``(ids [B, L], mask [B, L])`` with padding on the LEFT.
+
+    Left padding puts the last prompt token of every row in the same column, so each generation
+    step appends one column for all rows. ``mask`` is 1 on tokens and 0 on padding; it comes from
+    the lengths, not from comparing ids with ``pad_id`` (the pad id may occur in the prompt).
+    """
+    width = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, seq in enumerate(sequences):
+        if len(seq):
+            ids[row, width - len(seq):] = torch.as_tensor(list(seq), dtype=torch.long)
+            mask[row, width - len(seq):] = 1
+    return ids, mask
+
+
+def tokenize_prompts(
+    tokenizer, prompts: Sequence[str], system: str | None = None, max_new_tokens: int = 0,
+    max_context: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Render, tokenize and left-pad the prompts: ``(query_ids [B, Lq], query_mask [B, Lq])``.
+
+    The rendered text already holds the template's special tokens, so the tokenizer is told not
+    to add its own (some tokenizers would prepend a second BOS). Raises ValueError when a prompt
+    plus ``max_new_tokens`` does not fit in ``max_context`` positions.
+    """
+    rendered = render_prompts(tokenizer, prompts, system)
+    token_lists = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in rendered]
+    if max_context is not None:
+        for i, ids in enumerate(token_lists):
+            if len(ids) + max_new_tokens > max_context:
+                raise ValueError(
+                    f"prompt {i} is {len(ids)} tokens after the chat template; with max_new_tokens="
+                    f"{max_new_tokens} the sequence could reach {len(ids) + max_new_tokens} tokens, but the "
+                    f"model has {max_context} positions. Shorten the prompt to at most "
+                    f"{max_context - max_new_tokens} tokens or lower max_new_tokens."
+                )
+    return left_pad(token_lists, tokenizer.pad_token_id)
+
+
+def stop_token_ids(tokenizer, model=None) -> list[int]:
+    """The token ids that end a response: the tokenizer's EOS plus any the model's
+    generation_config lists (Qwen lists two). The same set drives generation and the mask."""
+    ids = []
+    candidates = [tokenizer.eos_token_id]
+    config = getattr(model, "generation_config", None)
+    if config is not None and config.eos_token_id is not None:
+        extra = config.eos_token_id
+        candidates += list(extra) if isinstance(extra, (list, tuple)) else [extra]
+    for i in candidates:
+        if i is not None and int(i) not in ids:
+            ids.append(int(i))
+    if not ids:
+        raise ValueError("the tokenizer has no EOS token: set tokenizer.eos_token before rolling out")
+    return ids
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. The response mask
+# ---------------------------------------------------------------------------------------------
+
+
+def response_mask_from_ids(
+    response_ids: torch.Tensor, eos_token_id: int | Sequence[int]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Which generated positions are real actions: ``(mask, last_index, ended_with_eos, truncated)``.
+
+        eos_before[t] = number of EOS tokens at positions < t
+        mask[t]       = 1 if eos_before[t] == 0 else 0      (the first EOS itself is kept: 1)
+
+    The first EOS is an action the policy chose (stopping), so it is trained on; everything after
+    it is padding. Position-based on purpose: with pad == eos, ``ids != pad_id`` would drop the
+    real EOS, and it says nothing about the prompt, which itself contains ``<|im_end|>``.
+
+    Shapes: ``response_ids [B, T]`` -> ``mask [B, T]`` float32, ``last_index [B]`` long (the EOS
+    position, ``T - 1`` when truncated, -1 when T == 0), ``ended_with_eos [B]`` bool,
+    ``truncated [B]`` bool (no EOS within the T tokens). An EOS as the very first token (an empty
+    answer) gives mask [1, 0, 0, ...] and last_index 0.
+    """
+    if response_ids.dim() != 2:
+        raise ValueError(f"response_ids must be [B, T], got shape {tuple(response_ids.shape)}")
+    eos = torch.as_tensor(
+        [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id), device=response_ids.device
+    )
+    is_eos = torch.isin(response_ids, eos).long()
+    eos_before = torch.cumsum(is_eos, dim=-1) - is_eos
+    mask = (eos_before == 0).float()
+    ended_with_eos = is_eos.bool().any(dim=-1)
+    if response_ids.shape[1] == 0:  # no generated column at all: nothing is real, nothing truncated
+        none = torch.full((response_ids.shape[0],), -1, dtype=torch.long, device=response_ids.device)
+        return mask, none, ended_with_eos, ended_with_eos.clone()
+    return mask, last_token_index(mask), ended_with_eos, ~ended_with_eos
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Log-probs and values of a given response (one forward pass)
+# ---------------------------------------------------------------------------------------------
+
+
+def positions_from_attention_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Position ids that ignore left padding: the first real token gets position 0.
+
+        position[b, p] = (number of real tokens in row b at columns <= p) - 1, clamped at 0
+
+    transformers' ``generate`` computes the same numbers for a left-padded batch; a forward pass
+    without them would number the padding too, shift every rotary position, and give log-probs
+    that differ from the sampler's (the PPO ratio would not start at 1).
+    """
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def sequence_forward(
+    policy,
+    query_ids: torch.Tensor,
+    query_mask: torch.Tensor,
+    response_ids: torch.Tensor,
+    response_mask: torch.Tensor,
+    temperature: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Log-probs and values of each response token from one pass over prompt + response.
+
+    With the sequence x = [query (Lq columns) | response (T columns)]:
+
+        logprobs[b, t] = log softmax(logits[b, Lq - 1 + t] / τ)[response_ids[b, t]]
+        values[b, t]   = V(hidden[b, Lq - 1 + t])
+
+    Position Lq - 1 + t holds the last token of the state s_t (the prompt and the response tokens
+    before t), so its logits predict a_t = response token t, and its hidden state gives V(s_t):
+    the value of the state *before* the action. This is the convention of TRL's PPOTrainer and
+    OpenRLHF (``values[:, context_length - 1 : -1]``).
+
+    ``policy``: a ``PolicyWithValue`` (or anything with its forward signature).
+    Shapes: query ``[B, Lq]``, response ``[B, T]`` -> ``logprobs [B, T]``, ``values [B, T]`` (both
+    float32, exactly 0 where ``response_mask`` is 0) and ``logits [B, T, V]`` (the raw logits
+    that predict each response token, not divided by τ; for the entropy bonus).
+    Gradients flow when called outside ``torch.no_grad()`` (the training forward).
+    """
+    if query_ids.shape != query_mask.shape or response_ids.shape != response_mask.shape:
+        raise ValueError(
+            f"shape mismatch: query_ids {tuple(query_ids.shape)} vs query_mask {tuple(query_mask.shape)}, "
+            f"response_ids {tuple(response_ids.shape)} vs response_mask {tuple(response_mask.shape)}"
+        )
+    lq, t = query_ids.shape[1], response_ids.shape[1]
+    if t == 0:
+        zeros = torch.zeros(response_ids.shape, dtype=torch.float32, device=response_ids.device)
+        return zeros, zeros.clone(), torch.zeros((*response_ids.shape, 0), device=response_ids.device)
+    input_ids = torch.cat([query_ids, response_ids], dim=1)
+    # Tokens after the first EOS are masked out of attention: they are padding.
+    attention_mask = torch.cat([query_mask.long(), response_mask.long()], dim=1)
+    position_ids = positions_from_attention_mask(attention_mask)
+    # Only the last T + 1 positions' logits are needed: positions Lq - 1 ... Lq + T - 2 predict
+    # the response; the very last position predicts a token after the response and is dropped.
+    logits, values = policy(input_ids, attention_mask, position_ids=position_ids, logits_to_keep=t + 1)
+    logits = logits[:, :-1]
+    values = values[:, lq - 1 : lq + t - 1].float()
+    logprobs = logprobs_from_logits(logits, response_ids, temperature)
+    keep = response_mask.bool()
+    zero = torch.zeros((), dtype=torch.float32, device=logprobs.device)
+    return torch.where(keep, logprobs.float(), zero), torch.where(keep, values, zero), logits
+
+
+@torch.no_grad()
+def _batched_forward(policy, rollout: Rollout, temperature: float, batch_size: int | None):
+    """``sequence_forward`` over the rollout in chunks of ``batch_size`` rows (None = all at once)."""
+    n = rollout.batch_size
+    step = batch_size or n
+    logprobs, values = [], []
+    for start in range(0, n, step):
+        rows = slice(start, start + step)
+        lp, v, _ = sequence_forward(
+            policy, rollout.query_ids[rows], rollout.query_mask[rows], rollout.response_ids[rows],
+            rollout.response_mask[rows], temperature,
+        )
+        logprobs.append(lp)
+        values.append(v)
+    return torch.cat(logprobs), torch.cat(values)
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Generation and the full rollout
+# ---------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _explicit_generation_config(model, config):
+    """Replace the model's generation_config for the block. transformers fills every unset
+    field of the config we pass from the model's own generation_config; swapping it guarantees
+    that only our explicit settings (and library defaults we override) apply."""
+    old = model.generation_config
+    model.generation_config = config
+    try:
+        yield
+    finally:
+        model.generation_config = old
+
+
+@contextmanager
+def _eval_mode(module):
+    was_training = module.training
+    module.eval()
+    try:
+        yield
+    finally:
+        module.train(was_training)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+def _unpack(model, tokenizer):
+    """Accept a ModelBundle or a PolicyWithValue (+ tokenizer)."""
+    if hasattr(model, "policy") and hasattr(model, "tokenizer"):
+        return model.policy, tokenizer or model.tokenizer
+    if tokenizer is None:
+        raise ValueError("pass the tokenizer when generating with a policy rather than a ModelBundle")
+    return model, tokenizer
+
+
+@torch.no_grad()
+def generate(
+    model,
+    tokenizer=None,
+    prompts: Sequence[str] = (),
+    settings: SamplingSettings | None = None,
+    seed: int | None = None,
+    *,
+    system: str | None = None,
+    merge_lora: bool = True,
+    keep_generation_logprobs: bool = False,
+) -> Rollout:
+    """Sample one response per prompt; return a Rollout without log-probs or values yet.
+
+    model: a ``ModelBundle`` (then ``tokenizer`` may be None) or a ``PolicyWithValue``.
+    seed: if given, sampling uses this seed without disturbing the global RNG state.
+    merge_lora: fold the LoRA update into the weights while generating (much faster on a CPU,
+        unmerged afterwards; see ``PolicyWithValue.merged_adapter``).
+    keep_generation_logprobs: also store the log-probs computed from the sampler's own logits
+        (``rollout.generation_logprobs``), to check them against ``sequence_forward``.
+    """
+    policy, tokenizer = _unpack(model, tokenizer)
+    settings = settings or SamplingSettings()
+    settings.check()
+    device = policy.device
+    base = policy.base_model
+    max_context = getattr(base.config, "max_position_embeddings", None)
+    query_ids, query_mask = tokenize_prompts(tokenizer, prompts, system, settings.max_new_tokens, max_context)
+    query_ids, query_mask = query_ids.to(device), query_mask.to(device)
+    eos_ids = stop_token_ids(tokenizer, base)
+    config = settings.generation_config(eos_ids, tokenizer.pad_token_id, output_logits=keep_generation_logprobs)
+    rng = torch.random.fork_rng(devices=[device] if device.type == "cuda" else []) if seed is not None else nullcontext()
+    merged = policy.merged_adapter() if merge_lora else nullcontext()
+    with rng, _eval_mode(policy), merged, _explicit_generation_config(base, config):
+        if seed is not None:
+            torch.manual_seed(seed)
+        out = policy.lm.generate(input_ids=query_ids, attention_mask=query_mask, generation_config=config)
+    lq = query_ids.shape[1]
+    raw = out.sequences[:, lq:]
+    mask, last_index, ended, truncated = response_mask_from_ids(raw, eos_ids)
+    # After the first EOS transformers writes the pad id anyway; we make it explicit.
+    response_ids = torch.where(mask.bool(), raw, torch.full_like(raw, tokenizer.pad_token_id))
+    rollout = Rollout(
+        query_ids=query_ids, query_mask=query_mask, response_ids=response_ids, response_mask=mask,
+        last_index=last_index, ended_with_eos=ended, truncated=truncated, prompts=list(prompts),
+        settings=settings,
+    )
+    if keep_generation_logprobs:
+        logits = torch.stack(out.logits, dim=1)  # [B, T, V], raw logits before any warper
+        lp = logprobs_from_logits(logits, response_ids, settings.temperature)
+        rollout.generation_logprobs = torch.where(mask.bool(), lp, torch.zeros((), device=lp.device))
+    return rollout
+
+
+def decode_responses(tokenizer, response_ids: torch.Tensor, response_mask: torch.Tensor) -> list[str]:
+    """Response texts as the reward sees them: the real tokens, special tokens (the EOS) removed."""
+    lengths = response_mask.sum(-1).long().tolist()
+    return [tokenizer.decode(row[:n].tolist(), skip_special_tokens=True) for row, n in zip(response_ids, lengths)]
+
+
+def collect_rollout(
+    bundle,
+    prompts: Sequence[str],
+    settings: SamplingSettings | None = None,
+    records: list | None = None,
+    seed: int | None = None,
+    *,
+    system: str | None = None,
+    merge_lora: bool = True,
+    forward_batch_size: int | None = None,
+    keep_generation_logprobs: bool = False,
+) -> Rollout:
+    """Generate responses and compute everything PPO needs, timing each phase.
+
+    Phases (seconds in ``rollout.timings``):
+      generate_s            sampling with the LoRA weights merged
+      policy_forward_s      one no-grad forward: old log-probs AND values (shared backbone)
+      reference_forward_s   one no-grad forward with the adapter off (or the frozen copy)
+      decode_s              token ids -> response texts for the reward
+    ``forward_batch_size`` splits the two forwards into chunks to cap memory (None: whole batch).
+    The reward itself is not computed here: ``bundle.reward.score(r.prompts, r.response_texts, r.records)``.
+    """
+    settings = settings or SamplingSettings()
+    if records is not None and len(records) != len(prompts):
+        raise ValueError(f"{len(records)} records for {len(prompts)} prompts: give one record per prompt")
+    policy, tokenizer, device = bundle.policy, bundle.tokenizer, bundle.policy.device
+    timings = {}
+
+    _sync(device)
+    start = time.perf_counter()
+    rollout = generate(bundle, tokenizer, prompts, settings, seed, system=system, merge_lora=merge_lora,
+                       keep_generation_logprobs=keep_generation_logprobs)
+    _sync(device)
+    timings["generate_s"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    with _eval_mode(policy):
+        rollout.old_logprobs, rollout.values = _batched_forward(policy, rollout, settings.temperature, forward_batch_size)
+        _sync(device)
+        timings["policy_forward_s"] = time.perf_counter() - start
+
+        start = time.perf_counter()
+        with bundle.reference_model() as reference:
+            rollout.ref_logprobs, _ = _batched_forward(reference, rollout, settings.temperature, forward_batch_size)
+    _sync(device)
+    timings["reference_forward_s"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    rollout.response_texts = decode_responses(tokenizer, rollout.response_ids, rollout.response_mask)
+    timings["decode_s"] = time.perf_counter() - start
+    timings["total_s"] = sum(timings.values())
+    rollout.records = list(records) if records is not None else None
+    rollout.timings = timings
+    return rollout
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. Seeing the mask: tokens coloured by the mask (text and HTML)
+# ---------------------------------------------------------------------------------------------
+
+
+def token_pieces(tokenizer, ids) -> list[str]:
+    """The text of each token on its own, with newlines shown as ↵ so one token stays one piece."""
+    ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+    return [tokenizer.decode([i], skip_special_tokens=False).replace("\n", "↵") for i in ids]
+
+
+def format_masked_tokens(tokenizer, ids, mask) -> str:
+    """Text picture of a mask: tokens with mask 1 in [brackets], tokens with mask 0 bare.
+
+    Example: ``<|im_start|>assistant↵[The][ answer][<|im_end|>]<|im_end|><|im_end|>`` shows the
+    kept EOS inside brackets and the padding EOS tokens (same id!) outside.
+    """
+    mask = mask.tolist() if isinstance(mask, torch.Tensor) else list(mask)
+    if len(mask) != len(ids):
+        raise ValueError(f"{len(ids)} ids but {len(mask)} mask entries")
+    return "".join(f"[{p}]" if m else p for p, m in zip(token_pieces(tokenizer, ids), mask))
+
+
+def masked_tokens_html(tokenizer, ids, mask, title: str | None = None) -> str:
+    """HTML picture of a mask: mask-1 tokens on green, mask-0 tokens grey; hover a token for its
+    position, id and mask value. A pure function returning a string (display it with
+    ``IPython.display.HTML``)."""
+    ids_list = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+    mask = mask.tolist() if isinstance(mask, torch.Tensor) else list(mask)
+    if len(mask) != len(ids_list):
+        raise ValueError(f"{len(ids_list)} ids but {len(mask)} mask entries")
+    spans = []
+    for pos, (piece, token_id, m) in enumerate(zip(token_pieces(tokenizer, ids_list), ids_list, mask)):
+        style = (
+            "background:#c6efce;color:#0b3d0b;border:1px solid #5cb85c" if m
+            else "background:#f0f0f0;color:#999;border:1px solid #ddd"
+        )
+        tip = f"position {pos} · id {token_id} · mask {int(m)}"
+        spans.append(
+            f"<span title='{escape(tip)}' style='{style};border-radius:3px;padding:0 2px;margin:1px;"
+            f"font-family:monospace;white-space:pre;display:inline-block'>{escape(piece)}</span>"
+        )
+    legend = (
+        "<div style='font-size:90%;color:#555'>green: mask 1 (a trained action) · grey: mask 0 "
+        "(prompt, padding, anything after the first EOS)</div>"
+    )
+    head = f"<div><b>{escape(title)}</b></div>" if title else ""
+    return f"<div>{head}<div style='line-height:1.9'>{''.join(spans)}</div>{legend}</div>"
+
+
+def rollout_row(rollout: Rollout, row: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Prompt + response ids of one row and the mask over them (0 on the whole prompt)."""
+    ids = torch.cat([rollout.query_ids[row], rollout.response_ids[row]]).cpu()
+    mask = torch.cat([torch.zeros(rollout.query_ids.shape[1]), rollout.response_mask[row].float().cpu()])
+    return ids, mask
+
+
+def show_rollout(rollout: Rollout, tokenizer, row: int = 0, html: bool = False) -> str:
+    """One rollout row (prompt and response) with its mask drawn over the tokens."""
+    ids, mask = rollout_row(rollout, row)
+    status = "ended with EOS" if bool(rollout.ended_with_eos[row]) else "truncated (no EOS)"
+    title = f"row {row}: {int(mask.sum())} response tokens, {status}"
+    if html:
+        return masked_tokens_html(tokenizer, ids, mask, title)
+    return f"{title}\n{format_masked_tokens(tokenizer, ids, mask)}"
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. Measuring the phases
+# ---------------------------------------------------------------------------------------------
+
+
+def benchmark_rollout(
+    model: str = hub.DEFAULT_MODEL,
+    batch_size: int = 8,
+    max_new_tokens: int = 32,
+    threads: int | None = 2,
+    repeats: int = 2,
+    seed: int = 0,
+) -> dict:
+    """Time each rollout phase (merged and unmerged generation, policy and reference forwards)
+    for ``batch_size`` prompts x ``max_new_tokens`` tokens, after one warm-up. Responses are
+    forced to full length (EOS banned) so every run generates the same number of tokens.
+    Returns the median seconds per phase."""
+    import statistics
+
+    from .models import load_bundle
+
+    if threads:
+        torch.set_num_threads(threads)
+    bundle = load_bundle(model, seed=seed)
+    prompts = [
+        "Write the word 'apple' in capital letters.", "What is 17 + 25?", "Name three colours.",
+        "Is 14 an even number? Answer Yes or No.", "Reverse the list [1, 2, 3].",
+        "Give a JSON object with key 'a' set to 1.", "Say hello in French.", "Lowercase this: HELLO WORLD",
+    ]
+    prompts = (prompts * (batch_size // len(prompts) + 1))[:batch_size]
+    # Full-length responses (EOS banned until max_new_tokens), so every run times the same
+    # number of tokens; this makes the sampler off-policy, which is fine for a stopwatch.
+    settings = SamplingSettings(max_new_tokens=max_new_tokens, min_new_tokens=max_new_tokens)
+    results: dict[str, list[float]] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for run in range(repeats + 1):
+            for merge in (True, False):
+                r = collect_rollout(bundle, prompts, settings, seed=seed + run, merge_lora=merge)
+                if run == 0:
+                    continue  # warm-up
+                key = "generate_merged_s" if merge else "generate_unmerged_s"
+                results.setdefault(key, []).append(r.timings["generate_s"])
+                if merge:
+                    for phase in ("policy_forward_s", "reference_forward_s", "decode_s"):
+                        results.setdefault(phase, []).append(r.timings[phase])
+    summary = {k: round(statistics.median(v), 4) for k, v in results.items()}
+    summary.update(model=str(model), batch_size=batch_size, max_new_tokens=max_new_tokens,
+                   threads=torch.get_num_threads(), response_tokens=r.num_tokens, device=str(bundle.device))
+    return summary
+
+
+if __name__ == "__main__":  # python -m course_utils.rollout [model]: a rollout with its mask drawn
+    import json
+    import sys
+
+    from .models import load_bundle
+
+    name = sys.argv[1] if len(sys.argv) > 1 else hub.DEFAULT_MODEL
+    torch.set_num_threads(2)
+    demo = load_bundle(name)
+    print(demo)
+    result = collect_rollout(demo, ["What is 2 + 3? Answer with a number.", "Say hi."],
+                             SamplingSettings(max_new_tokens=24), seed=0)
+    for i in range(result.batch_size):
+        print()
+        print(show_rollout(result, demo.tokenizer, i))
+        print("response text:", repr(result.response_texts[i]))
+    print("\ntimings:", json.dumps({k: round(v, 3) for k, v in result.timings.items()}))
+    if "--bench" in sys.argv:
+        print(json.dumps(benchmark_rollout(name), indent=2))
