@@ -15,11 +15,12 @@ grade what the policy writes (no reward model needed):
     bracket_word       Write the word lemon inside square brackets. ...                [lemon]
     yes_no_parity      Is 14 an even number? Answer Yes or No only.                    Yes
 
-The first five kinds (an exact ``RESULT: <sum>`` line, numbers, JSON without a code fence,
+The first six kinds (an exact ``RESULT: <sum>`` line, numbers, JSON without a code fence,
 comma-separated with no spaces, lowercase-exact, yes/no) come from the source lesson; ordering,
 counting, capitalisation and brackets (a prefix and a suffix) are ours.
 
-How strict the checker is (the same rule for every family, said in every instruction):
+How strict the checker is (the same rule for every family; every instruction asks for the bare
+answer: "Reply with the word only", "Answer Yes or No only", "Reply with one line: ..."):
 surrounding whitespace and newlines are ignored; everything else must match the target exactly --
 case, spaces, punctuation (``planet.`` fails, ``yes`` fails where ``Yes`` is asked). The one
 exception is JSON, which is compared after ``json.loads`` (so spacing inside the object and key
@@ -37,7 +38,8 @@ shaped reward for early exploration whose tiers are built so the known hacks nev
     1.0        pass: exactly right
     0.4..0.8   bare answer with the right content, a formatting rule broken
                (0.4 + 0.4 * fraction of the family's formatting rules met, e.g. ``RESULT:64``)
-    0.2        plain wrong: a bare answer of the right shape with the wrong content
+    0.2        plain wrong: a bare answer of the right shape with the wrong content (this
+               includes the prompt's material copied unchanged: PLANET when asked for lowercase)
     0.05..0.15 the right answer buried in extra text: a preamble, an explanation, a code fence
                (0.05 + 0.1 * the answer's share of the text, so dropping chatter pays a little)
     0.0        nothing usable, or a hack: the placeholder (``<sum>``) copied, the prompt repeated
@@ -179,7 +181,7 @@ Task = TaskFamily  # the name the course notes use for a task family
 # Vocabulary, partitioned between splits
 # --------------------------------------------------------------------------------------------
 
-# 150 everyday nouns, lowercase, none of them a word of any template.
+# 159 everyday nouns, lowercase, none of them a word of any template.
 WORDS = tuple("""
 apple pear plum grape lemon lime mango peach melon cherry olive bread cheese honey rice bean
 corn onion carrot pepper sugar cake soup tiger lion bear wolf fox owl duck goat sheep frog
@@ -188,7 +190,7 @@ cloud rain snow storm stone rock sand leaf tree flower grass forest island valle
 star planet comet chair table lamp door window clock book pencil paper bottle cup plate spoon
 fork knife basket candle mirror pillow blanket ladder hammer rope bell drum flute guitar piano
 kite ball coin box bag hat coat shoe sock glove scarf button castle garden bridge tower market
-school farm harbor village road tent boat train truck wagon rocket engine wheel anchor compass
+school farm harbor village road tent boat canoe truck wagon rocket engine wheel anchor compass
 map flag shell pearl feather nest egg acorn cactus maple tulip daisy violet wheat barley cotton
 silk wool velvet marble copper silver iron crystal jelly muffin waffle cookie pasta noodle
 """.split())
@@ -533,6 +535,8 @@ def _read_alphabetical_order(p: Prompt, text: str):
         return None
     items, seps, punct = _split_list(text, r" *, *| +")
     expected = sorted(p.meta["words"])
+    if len(items) != len(expected):  # "The answer is fig lime pear" is all words, but not the list
+        return None
     if [w.lower() for w in items] != expected:  # unsorted (e.g. the prompt's own order): no content
         if sorted(w.lower() for w in items) == expected:
             return Bare(False, f"not in alphabetical order: expected {' '.join(expected)}")
@@ -788,7 +792,7 @@ def check(prompt_record, answer: str) -> CheckResult:
     elif "\n" in text:
         why = "spans several lines; reply with one line only"
     else:
-        why = f"has more than the answer; reply with {family.form} only"
+        why = f"is not in the requested form ({family.form})"
     if family.find_answer(p, text):
         share = min(1.0, len(p.target) / len(text))
         return CheckResult(False, f"{why} (the right answer is in there, with extra text around it)",
