@@ -1,0 +1,761 @@
+"""Speed and memory: our PPO trainer against TRL 1.12.0's PPOTrainer, same configuration, same run.
+
+    python -m course_utils bench --out runs/bench.json            # both, SmolLM2-135M, 3 updates each
+    python -m course_utils bench --only trl --updates 5           # one side only
+    python -m course_utils bench --model tiny-smollm2 --updates 1 # the smoke test's setting
+
+The shared configuration (issue 6): SmolLM2-135M-Instruct in float32 on the CPU, LoRA rank 8
+(alpha 16) on q_proj and v_proj, 8 episodes per update, 32 response tokens, 1 PPO epoch of 1
+minibatch, temperature 0.8, 2 torch threads, the same chat-rendered training prompts.
+
+Each trainer runs in its OWN child process (``python -m course_utils.bench --child ours|trl``), one
+after the other, so their peak memories are separate and they never compete for the cores. A child
+loads its models, runs ``warmup`` updates that are not counted, then ``updates`` timed updates,
+and reports:
+
+    s_per_update      median wall time of the timed updates
+    episodes_per_s    batch_size / s_per_update
+    peak_rss_gb       the process's peak resident memory over its whole life (getrusage ru_maxrss,
+                      which includes loading the models)
+    peak_rss_updates_gb  peak resident memory sampled every 10 ms during the updates only
+    phases            median seconds per phase of an update
+
+For our trainer the child also times the building blocks of an update ALONE, each the median of
+``updates`` repetitions: generating 8 x 32 tokens, the frozen forwards (policy without gradients
+for the old log-probs and values, then the reference = adapter disabled), and one training
+forward + backward of the PPO loss on the batch. ``ratios.update_over_building_blocks`` is our
+update time over their sum: how much the loop adds around the unavoidable work (target <= 1.2).
+
+What each side computes differs where the two designs differ, and the JSON says so:
+
+- reward: TRL's PPOTrainer needs a reward *model*; it gets a sequence-classification head
+  (random, num_labels=1) on the same SmolLM2 backbone, i.e. one more 135M forward per update.
+  Ours scores with the task checker (a Python function; no model).
+- value: TRL's value model is a separate, fully trainable copy of the backbone (135M parameters
+  in Adam); ours is a linear value head on the policy's shared, LoRA-adapted backbone.
+- EOS: TRL (``stop_token=None``, its default) never stops early: every response is exactly
+  ``response_length`` tokens. Ours stops a sequence at its first EOS and the batch when all have
+  ended. The JSON records the generated tokens per update of both.
+- padding: SmolLM2's pad token is its EOS ``<|im_end|>``, which also ends every chat turn inside
+  the prompts. TRL builds attention masks as ``ids != pad_token_id``, so it would mask those
+  prompt tokens; we give TRL ``<|endoftext|>`` (id 0, never in a chat prompt) as its pad token.
+- TRL's defaults we override for the same configuration: bf16 -> False (fp32), temperature 0.7 ->
+  0.8, num_ppo_epochs 4 -> 1, learning_rate 3e-6 -> ours, kl_coef 0.05 -> ours,
+  gradient_checkpointing -> False (the PPOTrainer never enables it anyway),
+  num_sample_generations 10 -> 0 (no sample printing), report_to -> none, no saving or eval.
+
+Compatibility: TRL 1.12.0's experimental PPOTrainer runs with transformers 5.24.0 (the pinned
+version) without any patch; the only messages are deprecation warnings
+(``gradient_checkpointing`` renamed, ``generation_config`` passed with extra generation arguments).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+GB = 1e9
+TARGETS = {
+    "episodes_per_s_ours_over_trl_min": 2.0,
+    "peak_rss_ours_over_trl_max": 0.5,
+    "update_over_building_blocks_max": 1.2,
+}
+# Used only when the task prompts (course_utils.tasks) cannot be loaded.
+FALLBACK_PROMPTS = [
+    "Add 23 and 41. Reply with one line: RESULT: <sum>",
+    "Write seventy-three in digits. Reply with the number only.",
+    "Write the word PLANET in lowercase letters. Reply with the word only.",
+    "Is 14 an even number? Answer Yes or No only.",
+    "Sort these words alphabetically: pear, fig, lime. Reply with the words separated by spaces.",
+    "Join these words with commas and no spaces: red, blue, green",
+    "Write the word lemon inside square brackets. Reply with that only.",
+    "How many words are in this list: dog, cat, sun? Reply with one line: COUNT: <number>",
+]
+
+
+@dataclass
+class BenchConfig:
+    """The configuration both trainers run (issue 6), plus how long to measure."""
+
+    model: str = "smollm2-135m-instruct"
+    """Model name for ``hub.resolve_model`` (the smoke test uses "tiny-smollm2")."""
+    batch_size: int = 8
+    """Episodes per PPO update."""
+    response_length: int = 32
+    """Response tokens: TRL's ``response_length``, our ``max_new_tokens``."""
+    lora_rank: int = 8
+    lora_alpha: int = 16
+    lora_target_modules: list = field(default_factory=lambda: ["q_proj", "v_proj"])
+    ppo_epochs: int = 1
+    num_minibatches: int = 1
+    temperature: float = 0.8
+    learning_rate: float = 2e-4
+    kl_coef: float = 0.02
+    threads: int = 2
+    """torch intra-op threads in each child (``torch.set_num_threads``, OMP_NUM_THREADS)."""
+    updates: int = 3
+    """Timed updates per trainer; s_per_update is their median."""
+    warmup: int = 1
+    """Updates run first and not counted (allocator and kernel warm-up)."""
+    seed: int = 0
+    num_prompts: int = 64
+    """Distinct training prompts given to each trainer."""
+    full_length: bool = True
+    """Ban EOS in our rollouts until response_length, so both trainers generate the same number
+    of tokens (TRL never stops early). False: ours stops at EOS, TRL still does not."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers shared by both children
+# ---------------------------------------------------------------------------------------------
+
+
+def ru_maxrss_gb() -> float:
+    """Peak resident set size of this process so far, in GB (getrusage: KiB on Linux, bytes on macOS)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / GB if sys.platform == "darwin" else peak * 1024 / GB
+
+
+def current_rss_gb() -> float:
+    try:
+        import psutil
+
+        return psutil.Process().memory_info().rss / GB
+    except ImportError:  # Linux without psutil: resident pages from /proc
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / GB
+
+
+class PeakRSSSampler:
+    """Samples this process's RSS every ``interval`` seconds in a background thread and keeps the
+    maximum: the peak *during* a block, which ru_maxrss (a whole-life peak) cannot give."""
+
+    def __init__(self, interval: float = 0.01):
+        self.interval, self.peak = interval, 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, current_rss_gb())
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> "PeakRSSSampler":
+        self.peak = current_rss_gb()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, current_rss_gb())
+
+
+def median(xs: list[float]) -> float:
+    return float(statistics.median(xs)) if xs else float("nan")
+
+
+def median_phases(per_update: list[dict]) -> dict:
+    """Median over updates of each phase's seconds (a phase missing from an update counts as 0)."""
+    keys = sorted({k for d in per_update for k in d})
+    return {k: median([d.get(k, 0.0) for d in per_update]) for k in keys}
+
+
+def load_prompts(n: int, seed: int = 0) -> tuple[list[str], str]:
+    """``n`` user prompts from the course's training split (the same for both trainers), and where
+    they came from. Falls back to a fixed list when the task data cannot be loaded."""
+    try:
+        from . import tasks
+
+        try:
+            records = tasks.load_split("train")
+            source = "course_utils.tasks.load_split('train')"
+        except FileNotFoundError:
+            records = tasks.make_all_splits()["train"]
+            source = "course_utils.tasks.make_all_splits()['train']"
+        prompts = [r.prompt for r in records]
+    except Exception as error:  # tasks not importable: keep the benchmark usable
+        prompts, source = list(FALLBACK_PROMPTS), f"built-in fallback list ({type(error).__name__}: {error})"
+    prompts = [prompts[i % len(prompts)] for i in range(n)]
+    return prompts, source
+
+
+def set_threads(n: int) -> None:
+    import torch
+
+    torch.set_num_threads(n)
+
+
+# ---------------------------------------------------------------------------------------------
+# Child: TRL 1.12.0's PPOTrainer
+# ---------------------------------------------------------------------------------------------
+
+
+class _PhaseClock:
+    """Accumulates seconds per phase name; ``take()`` returns them and starts afresh."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+
+    def add(self, name: str, seconds: float) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+
+    def take(self) -> dict:
+        out, self.seconds = self.seconds, {}
+        return out
+
+    def wrap(self, name_of, fn):
+        """``fn`` timed under the phase ``name_of(*args, **kwargs)`` (a str, or a function of the call)."""
+
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                name = name_of(*args, **kwargs) if callable(name_of) else name_of
+                self.add(name, time.perf_counter() - start)
+
+        return timed
+
+
+def run_trl(cfg: BenchConfig) -> dict:
+    """Load TRL's four models, run warmup + updates PPO updates, return the measurements.
+
+    Per-update wall times come from a TrainerCallback (``on_step_end`` fires once per PPO update,
+    after the optimizer step and logging). Phase times come from timing wrappers put around the
+    functions ``PPOTrainer.train`` calls by their module-level names (no change to what they do):
+    ``batch_generation`` (sampling), ``forward`` (the reference forward without gradients; the
+    training forward with them), ``get_reward`` (value-model and reward-model forwards), and
+    ``accelerator.backward``. ``other`` is the rest: GAE, whitening, optimizer step, logging, gc.
+    """
+    set_threads(cfg.threads)
+    rss_at_start = current_rss_gb()
+    import torch
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer, TrainerCallback
+    import trl
+    from trl.experimental.ppo import PPOConfig, PPOTrainer
+    from trl.experimental.ppo import ppo_trainer as trl_ppo
+
+    from . import hub
+
+    rss_after_imports = current_rss_gb()
+    torch.manual_seed(cfg.seed)
+    folder = hub.resolve_model(cfg.model)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer.padding_side = "left"
+    # SmolLM2's pad token is <|im_end|>, which also closes every chat turn inside the prompt; TRL
+    # masks `ids != pad_token_id`, so it needs a pad token that never occurs in a prompt.
+    if "<|endoftext|>" in tokenizer.get_vocab():
+        tokenizer.pad_token = "<|endoftext|>"
+    prompts, prompt_source = load_prompts(max(cfg.num_prompts, cfg.batch_size), cfg.seed)
+    input_ids = [
+        list(tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
+                                           tokenize=True, return_dict=True)["input_ids"])
+        for p in prompts
+    ]
+    if any(tokenizer.pad_token_id in ids for ids in input_ids):
+        raise RuntimeError(f"pad token {tokenizer.pad_token!r} occurs inside a prompt; TRL would mask it out")
+    dataset = Dataset.from_dict({"input_ids": input_ids})
+
+    dtype = torch.float32
+    policy = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
+    value_model = AutoModelForSequenceClassification.from_pretrained(folder, num_labels=1, dtype=dtype)
+    reward_model = AutoModelForSequenceClassification.from_pretrained(folder, num_labels=1, dtype=dtype)
+    for model in (value_model, reward_model):
+        model.config.pad_token_id = tokenizer.pad_token_id
+
+    total_updates = cfg.warmup + cfg.updates
+    workdir = tempfile.mkdtemp(prefix="trl-bench-")
+    args = PPOConfig(
+        output_dir=workdir,
+        report_to=[],
+        logging_steps=1,
+        disable_tqdm=True,
+        save_strategy="no",
+        eval_strategy="no",
+        use_cpu=True,
+        bf16=False,
+        fp16=False,
+        gradient_checkpointing=False,
+        seed=cfg.seed,
+        per_device_train_batch_size=cfg.batch_size // cfg.num_minibatches,
+        gradient_accumulation_steps=cfg.num_minibatches,
+        num_mini_batches=cfg.num_minibatches,
+        num_ppo_epochs=cfg.ppo_epochs,
+        total_episodes=total_updates * cfg.batch_size,
+        local_rollout_forward_batch_size=cfg.batch_size,
+        response_length=cfg.response_length,
+        temperature=cfg.temperature,
+        learning_rate=cfg.learning_rate,
+        kl_coef=cfg.kl_coef,
+        num_sample_generations=0,
+        stop_token=None,  # TRL's default: no early stop, every response has response_length tokens
+    )
+    lora = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, target_modules=list(cfg.lora_target_modules),
+                      lora_dropout=0.0, bias="none", task_type="CAUSAL_LM")
+
+    clock = _PhaseClock()
+    responses_seen: list[dict] = []
+
+    def timed_generation(*a, **kw):
+        start = time.perf_counter()
+        query_responses, logits = original["batch_generation"](*a, **kw)
+        clock.add("generation", time.perf_counter() - start)
+        queries = kw.get("queries", a[1] if len(a) > 1 else None)
+        response = query_responses[:, queries.shape[1]:]
+        responses_seen.append({"tokens": int(response.numel()),
+                               "with_eos": int((response == tokenizer.eos_token_id).any(1).sum())})
+        return query_responses, logits
+
+    original = {name: getattr(trl_ppo, name) for name in ("batch_generation", "forward", "get_reward")}
+    trl_ppo.batch_generation = timed_generation
+    trl_ppo.forward = clock.wrap(lambda *a, **k: "train_forward" if torch.is_grad_enabled() else "ref_forward",
+                                 original["forward"])
+    trl_ppo.get_reward = clock.wrap("value_and_reward_forwards", original["get_reward"])
+
+    stamps: list[float] = []
+    phases: list[dict] = []
+    trl_logs: list[dict] = []
+
+    class Timer(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            clock.take()
+            stamps.append(time.perf_counter())
+
+        def on_step_end(self, args, state, control, **kwargs):
+            stamps.append(time.perf_counter())
+            phases.append(clock.take())
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs:
+                trl_logs.append({k: v for k, v in logs.items() if isinstance(v, (int, float))})
+
+    try:
+        trainer = PPOTrainer(args=args, processing_class=tokenizer, model=policy, ref_model=None,
+                             reward_model=reward_model, train_dataset=dataset, value_model=value_model,
+                             peft_config=lora, callbacks=[Timer()])
+        trainer.accelerator.backward = clock.wrap("backward", trainer.accelerator.backward)
+        rss_after_setup = current_rss_gb()
+        trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
+        with PeakRSSSampler() as sampler:
+            trainer.train()
+    finally:
+        for name, fn in original.items():
+            setattr(trl_ppo, name, fn)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    walls = [b - a for a, b in zip(stamps, stamps[1:])]
+    timed = walls[cfg.warmup:]
+    timed_phases = phases[cfg.warmup:]
+    for wall, ph in zip(timed, timed_phases):
+        ph["other"] = wall - sum(ph.values())
+    s_per_update = median(timed)
+    return {
+        "trainer": f"trl.experimental.ppo.PPOTrainer (trl {trl.__version__})",
+        "s_per_update": s_per_update,
+        "episodes_per_s": cfg.batch_size / s_per_update,
+        "peak_rss_gb": ru_maxrss_gb(),
+        "peak_rss_updates_gb": sampler.peak,
+        "rss_at_start_gb": rss_at_start,
+        "rss_after_imports_gb": rss_after_imports,
+        "rss_after_setup_gb": rss_after_setup,
+        "update_times_s": timed,
+        "warmup_times_s": walls[:cfg.warmup],
+        "phases": median_phases(timed_phases),
+        "phase_notes": {
+            "generation": "batch_generation: sampling response_length tokens (policy, LoRA unmerged)",
+            "ref_forward": "forward() without gradients: the reference (adapter disabled)",
+            "value_and_reward_forwards": "get_reward(): value model and reward model forwards, no gradients",
+            "train_forward": "forward() with gradients: policy + value model (two backbones)",
+            "backward": "accelerator.backward(loss)",
+            "other": "the rest: log-prob gathering, GAE, whitening, optimizer step, logging, gc",
+        },
+        "response_tokens_per_update": median([r["tokens"] for r in responses_seen[cfg.warmup:]]),
+        "responses_with_eos_per_update": median([r["with_eos"] for r in responses_seen[cfg.warmup:]]),
+        "trainable_parameters": int(trainable),
+        "computes": {
+            "policy": f"LoRA r{cfg.lora_rank} alpha {cfg.lora_alpha} on {cfg.lora_target_modules} (peft)",
+            "reference": "the policy with its adapter disabled (ref_model=None with peft)",
+            "value": "separate AutoModelForSequenceClassification (full copy of the backbone, all weights trained)",
+            "reward": "AutoModelForSequenceClassification on the same backbone, num_labels=1, random head "
+                      "(one extra 135M forward per update; a stand-in for a trained reward model)",
+            "eos": "stop_token=None: no early stop; every response is exactly response_length tokens",
+            "pad_token": f"{tokenizer.pad_token!r} (id {tokenizer.pad_token_id}); <|im_end|> would mask prompt tokens",
+            "gradient_checkpointing": False,
+        },
+        "prompt_source": prompt_source,
+        "last_log": trl_logs[-1] if trl_logs else {},
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Child: our trainer
+# ---------------------------------------------------------------------------------------------
+
+
+def _time_median(fn, reps: int) -> float:
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return median(times)
+
+
+def time_building_blocks(trainer, cfg: BenchConfig) -> tuple[dict, int]:
+    """Median seconds of each building block of one update, each run alone ``cfg.updates`` times
+    on one batch of training prompts: generation, the frozen forwards (policy without gradients
+    for old log-probs and values, then the reference), one training forward + backward of the PPO
+    loss. Returns the blocks with their ``sum_s``, and the batch's response tokens."""
+    import torch
+
+    from . import ppo_math as pm
+    from .rollout import collect_rollout, generate, sequence_forward
+
+    bundle, policy, config = trainer.bundle, trainer.policy, trainer.config
+    records = trainer.prompts.next_batch()
+    prompts = [r.prompt for r in records]
+    sampling = trainer.sampling()
+    rollout = collect_rollout(bundle, prompts, sampling, records=records)
+    q_ids, q_mask, r_ids, mask = rollout.query_ids, rollout.query_mask, rollout.response_ids, rollout.response_mask
+    advantages = pm.masked_whiten(torch.randn_like(rollout.old_logprobs), mask)
+    returns = torch.randn_like(rollout.values)
+
+    def generation():
+        generate(bundle, None, prompts, sampling)
+
+    def frozen_forwards():  # as collect_rollout does them
+        policy.eval()
+        with torch.no_grad():
+            sequence_forward(policy, q_ids, q_mask, r_ids, mask, config.temperature)
+            with bundle.reference_model() as reference:
+                sequence_forward(reference, q_ids, q_mask, r_ids, mask, config.temperature)
+
+    def train_forward_backward():  # the loss of trainer.ppo_update, forward and backward
+        policy.train()
+        logprobs, values, logits = sequence_forward(policy, q_ids, q_mask, r_ids, mask, config.temperature)
+        pg_loss, _ = pm.clipped_surrogate(logprobs, rollout.old_logprobs, advantages, mask, config.cliprange)
+        vf_loss, _ = pm.clipped_value_loss(values, rollout.values, returns, mask, config.cliprange_value)
+        entropy = pm.masked_entropy(logits, mask, temperature=config.temperature)
+        (pg_loss + config.vf_coef * vf_loss - config.ent_coef * entropy).backward()
+        trainer.optimizer.zero_grad(set_to_none=True)
+
+    reps = max(1, cfg.updates)
+    blocks = {
+        "generation_s": _time_median(generation, reps),
+        "frozen_forwards_s": _time_median(frozen_forwards, reps),
+        "train_forward_backward_s": _time_median(train_forward_backward, reps),
+    }
+    blocks["sum_s"] = sum(blocks.values())
+    return blocks, int(mask.sum())
+
+
+def run_ours(cfg: BenchConfig) -> dict:
+    """Build our PPOTrainer on the same configuration, run warmup + updates ``ppo_update()`` calls,
+    then time the building blocks of an update alone on one batch of the same prompts.
+
+    With ``cfg.full_length`` (the default) EOS is banned until ``response_length`` tokens
+    (``SamplingSettings.min_new_tokens``), so every response has exactly as many tokens as TRL's,
+    which never stops early: both sides then generate and train on the same number of tokens.
+    Banning EOS makes the sampler slightly off-policy; for a stopwatch that does not matter.
+    """
+    set_threads(cfg.threads)
+    rss_at_start = current_rss_gb()
+    from .config import PPOConfig
+    from .trainer import PPOTrainer
+
+    rss_after_imports = current_rss_gb()
+    warnings.filterwarnings("ignore", message=".*min_new_tokens.*")  # the off-policy note above
+    workdir = tempfile.mkdtemp(prefix="ours-bench-")
+    config = PPOConfig(
+        run_name="bench", output_dir=workdir, seed=cfg.seed, device="cpu", threads=cfg.threads,
+        model=cfg.model, lora_rank=cfg.lora_rank, lora_alpha=cfg.lora_alpha,
+        lora_target_modules=list(cfg.lora_target_modules), reward="checker_partial",
+        batch_size=cfg.batch_size, max_new_tokens=cfg.response_length, temperature=cfg.temperature,
+        total_updates=cfg.warmup + cfg.updates, ppo_epochs=cfg.ppo_epochs,
+        num_minibatches=cfg.num_minibatches, learning_rate=cfg.learning_rate, kl_coef=cfg.kl_coef,
+    )
+    trainer = PPOTrainer(config, quiet=True)
+    set_threads(cfg.threads)
+    if cfg.full_length:
+        trainer_sampling = trainer.sampling
+
+        def full_length_sampling(greedy: bool = False):
+            settings = trainer_sampling(greedy)
+            settings.min_new_tokens = settings.max_new_tokens
+            return settings
+
+        trainer.sampling = full_length_sampling
+    rss_after_setup = current_rss_gb()
+    trainable = sum(p.numel() for p in trainer.params)
+
+    walls, metrics = [], []
+    with PeakRSSSampler() as sampler:
+        for _ in range(cfg.warmup + cfg.updates):
+            start = time.perf_counter()
+            metrics.append(trainer.ppo_update())
+            walls.append(time.perf_counter() - start)
+            trainer.update += 1
+
+    blocks, block_tokens = time_building_blocks(trainer, cfg)
+    shutil.rmtree(workdir, ignore_errors=True)
+    timed, timed_metrics = walls[cfg.warmup:], metrics[cfg.warmup:]
+    # time_rollout_s contains the generate/forward/decode phases; report the finer ones.
+    coarse = {"time_update_s", "time_rollout_s", "time_total_s"}
+    phases = [{key[len("time_"):].removesuffix("_s"): float(value) for key, value in m.items()
+               if key.startswith("time_") and key not in coarse} for m in timed_metrics]
+    s_per_update = median(timed)
+    return {
+        "trainer": "course_utils.trainer.PPOTrainer.ppo_update",
+        "s_per_update": s_per_update,
+        "episodes_per_s": cfg.batch_size / s_per_update,
+        "peak_rss_gb": ru_maxrss_gb(),
+        "peak_rss_updates_gb": sampler.peak,
+        "rss_at_start_gb": rss_at_start,
+        "rss_after_imports_gb": rss_after_imports,
+        "rss_after_setup_gb": rss_after_setup,
+        "update_times_s": timed,
+        "warmup_times_s": walls[:cfg.warmup],
+        "trainer_time_update_s": [m["time_update_s"] for m in timed_metrics],
+        "phases": median_phases(phases),
+        "building_blocks": blocks,
+        "building_blocks_notes": {
+            "generation_s": f"rollout.generate (LoRA merged): {cfg.batch_size} prompts, "
+                            f"{block_tokens} response tokens",
+            "frozen_forwards_s": "sequence_forward without gradients: policy (old log-probs and values), "
+                                 "then the reference (adapter disabled)",
+            "train_forward_backward_s": "sequence_forward + clipped policy loss + value loss + entropy, backward",
+        },
+        "response_tokens_per_update": median([m["response_length"] * cfg.batch_size for m in timed_metrics]),
+        "responses_with_eos_per_update": median([m["eos_rate"] * cfg.batch_size for m in timed_metrics]),
+        "trainable_parameters": int(trainable),
+        "computes": {
+            "policy": f"LoRA r{cfg.lora_rank} alpha {cfg.lora_alpha} on {cfg.lora_target_modules} (peft), "
+                      "merged into the weights while generating",
+            "reference": "the policy with its adapter disabled",
+            "value": "linear value head on the policy's shared backbone (one forward gives logits and values)",
+            "reward": "task checker, partial credit (Python on the decoded text; no model forward)",
+            "eos": ("EOS banned until response_length (min_new_tokens), so every response is full length "
+                    "like TRL's" if cfg.full_length else
+                    "a response stops at its first EOS; generation stops when every response has"),
+        },
+        "prompt_source": "course_utils.tasks.load_split('train') through trainer.PromptStream",
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Parent: run both children, compare, write JSON
+# ---------------------------------------------------------------------------------------------
+
+
+def machine_info() -> dict:
+    info = {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+    }
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu_model"] = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        import psutil
+
+        info["memory_total_gb"] = psutil.virtual_memory().total / GB
+    except ImportError:
+        pass
+    if hasattr(os, "getloadavg"):
+        info["load_average_1_5_15"] = list(os.getloadavg())
+    return info
+
+
+def library_versions() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in ("torch", "transformers", "trl", "peft", "accelerate", "datasets"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def run_child(side: str, cfg: BenchConfig, workdir: Path, timeout: float | None = None) -> dict:
+    """Run one trainer in a fresh interpreter; return its result dict, or {"error": ...}."""
+    result_path = workdir / f"{side}.json"
+    log_path = workdir / f"{side}.log"
+    env = dict(os.environ)
+    env.update({
+        "OMP_NUM_THREADS": str(cfg.threads), "MKL_NUM_THREADS": str(cfg.threads),
+        "TOKENIZERS_PARALLELISM": "false", "TRL_EXPERIMENTAL_SILENCE": "1",
+        "HF_HUB_OFFLINE": env.get("HF_HUB_OFFLINE", "1"),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
+                                                     env.get("PYTHONPATH")])),
+    })
+    command = [sys.executable, "-m", "course_utils.bench", "--child", side,
+               "--child-config", json.dumps(asdict(cfg)), "--child-result", str(result_path)]
+    start = time.perf_counter()
+    with open(log_path, "w") as log:
+        try:
+            code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            code = "timeout"
+    elapsed = time.perf_counter() - start
+    if code == 0 and result_path.is_file():
+        result = json.loads(result_path.read_text())
+        result["child_wall_s"] = elapsed
+        return result
+    tail = log_path.read_text().splitlines()[-25:]
+    return {"error": f"the {side} child exited with {code} after {elapsed:.0f} s", "log_tail": tail}
+
+
+def compare(ours: dict, trl: dict) -> dict:
+    """The three ratios of issue 6 and whether each meets its target (None when a side is missing)."""
+    ratios: dict = {"episodes_per_s_ours_over_trl": None, "peak_rss_ours_over_trl": None,
+                    "update_over_building_blocks": None}
+    if "s_per_update" in ours and "s_per_update" in trl:
+        ratios["episodes_per_s_ours_over_trl"] = ours["episodes_per_s"] / trl["episodes_per_s"]
+        ratios["peak_rss_ours_over_trl"] = ours["peak_rss_gb"] / trl["peak_rss_gb"]
+        ratios["peak_rss_updates_ours_over_trl"] = ours["peak_rss_updates_gb"] / trl["peak_rss_updates_gb"]
+    if "building_blocks" in ours:
+        ratios["update_over_building_blocks"] = ours["s_per_update"] / ours["building_blocks"]["sum_s"]
+
+    def check(value, bound, at_least):
+        return None if value is None else bool(value >= bound if at_least else value <= bound)
+
+    ratios["meets_targets"] = {
+        "episodes_per_s": check(ratios["episodes_per_s_ours_over_trl"], TARGETS["episodes_per_s_ours_over_trl_min"], True),
+        "peak_rss": check(ratios["peak_rss_ours_over_trl"], TARGETS["peak_rss_ours_over_trl_max"], False),
+        "update_over_building_blocks": check(ratios["update_over_building_blocks"],
+                                             TARGETS["update_over_building_blocks_max"], False),
+    }
+    ratios["targets"] = dict(TARGETS)
+    return ratios
+
+
+def _fmt(value, spec: str, missing: str = "-") -> str:
+    return missing if value is None else format(value, spec)
+
+
+def summary_text(report: dict) -> str:
+    """One screen of text: the two trainers side by side, the phases, the ratios."""
+    cfg, ours, trl, ratios = report["config"], report["ours"], report["trl"], report["ratios"]
+    lines = [
+        f"PPO speed/memory: {cfg['model']}, fp32, LoRA r{cfg['lora_rank']} on {','.join(cfg['lora_target_modules'])}, "
+        f"batch {cfg['batch_size']}, {cfg['response_length']} response tokens, {cfg['ppo_epochs']} epoch x "
+        f"{cfg['num_minibatches']} minibatch, {cfg['threads']} threads, median of {cfg['updates']} updates "
+        f"(+{cfg['warmup']} warm-up)",
+        "",
+        f"{'':28}{'ours':>12}{'TRL 1.12.0':>14}",
+    ]
+    rows = [("s per update", "s_per_update", ".2f"), ("episodes per s", "episodes_per_s", ".2f"),
+            ("peak RSS, whole run (GB)", "peak_rss_gb", ".2f"), ("peak RSS, updates (GB)", "peak_rss_updates_gb", ".2f"),
+            ("RSS after loading (GB)", "rss_after_setup_gb", ".2f"),
+            ("response tokens / update", "response_tokens_per_update", ".0f"),
+            ("trainable parameters", "trainable_parameters", ",")]
+    for label, key, spec in rows:
+        lines.append(f"{label:28}{_fmt(ours.get(key), spec):>12}{_fmt(trl.get(key), spec):>14}")
+    for side, result in (("ours", ours), ("TRL", trl)):
+        if "error" in result:
+            lines += ["", f"{side} FAILED: {result['error']}", *("  " + t for t in result.get("log_tail", [])[-8:])]
+        elif result.get("phases"):
+            lines.append(f"{side} phases (s): " + ", ".join(f"{k} {v:.2f}" for k, v in result["phases"].items()))
+    if "building_blocks" in ours:
+        b = ours["building_blocks"]
+        lines.append(f"ours alone (s): generation {b['generation_s']:.2f} + frozen forwards "
+                     f"{b['frozen_forwards_s']:.2f} + train fwd+bwd {b['train_forward_backward_s']:.2f} "
+                     f"= {b['sum_s']:.2f}")
+    met = ratios["meets_targets"]
+    mark = lambda ok: {True: "met", False: "NOT met", None: "n/a"}[ok]  # noqa: E731
+    lines += [
+        "",
+        f"episodes/s ours / TRL      {_fmt(ratios['episodes_per_s_ours_over_trl'], '.2f'):>8}   target >= 2.0: {mark(met['episodes_per_s'])}",
+        f"peak RSS ours / TRL        {_fmt(ratios['peak_rss_ours_over_trl'], '.2f'):>8}   target <= 0.5: {mark(met['peak_rss'])}",
+        f"update / building blocks   {_fmt(ratios['update_over_building_blocks'], '.2f'):>8}   target <= 1.2: {mark(met['update_over_building_blocks'])}",
+        "Rewards differ: TRL scores with a 135M reward model (random head), ours with the task checker.",
+    ]
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m course_utils bench",
+                                     description="Speed and memory of our PPO trainer vs TRL 1.12.0's PPOTrainer.")
+    parser.add_argument("--out", default="runs/bench.json", help="where to write the JSON report")
+    parser.add_argument("--updates", type=int, default=BenchConfig.updates, help="timed updates per trainer")
+    parser.add_argument("--warmup", type=int, default=BenchConfig.warmup, help="uncounted updates before timing")
+    parser.add_argument("--only", choices=("ours", "trl"), default=None, help="run one trainer only")
+    parser.add_argument("--model", default=BenchConfig.model, help="model name or folder (hub.resolve_model)")
+    parser.add_argument("--threads", type=int, default=BenchConfig.threads, help="torch threads in each child")
+    parser.add_argument("--natural-eos", action="store_true",
+                        help="let our responses stop at EOS (default: full length, like TRL's)")
+    parser.add_argument("--timeout", type=float, default=None, help="seconds allowed per child (default: none)")
+    parser.add_argument("--child", choices=("ours", "trl"), help=argparse.SUPPRESS)
+    parser.add_argument("--child-config", help=argparse.SUPPRESS)
+    parser.add_argument("--child-result", help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> dict:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--"]:  # `python -m course_utils bench -- --out ...` passes the separator on
+        argv = argv[1:]
+    args = build_parser().parse_args(argv)
+    if args.child:  # inside a child process: run one trainer, write its result
+        cfg = BenchConfig(**json.loads(args.child_config))
+        result = (run_trl if args.child == "trl" else run_ours)(cfg)
+        Path(args.child_result).write_text(json.dumps(result, indent=2) + "\n")
+        return result
+
+    if args.updates < 1 or args.warmup < 0 or args.threads < 1:
+        raise SystemExit("--updates and --threads must be >= 1 and --warmup >= 0")
+    cfg = BenchConfig(model=args.model, updates=args.updates, warmup=args.warmup, threads=args.threads,
+                      full_length=not args.natural_eos)
+    sides = [args.only] if args.only else ["ours", "trl"]
+    machine = machine_info()
+    results = {"ours": {"skipped": True}, "trl": {"skipped": True}}
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        for side in sides:
+            print(f"[bench] running {side} ({cfg.warmup} warm-up + {cfg.updates} timed updates) ...", flush=True)
+            results[side] = run_child(side, cfg, Path(tmp), args.timeout)
+    machine["load_average_after"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    report = {
+        "config": {**asdict(cfg), "dtype": "float32", "device": "cpu"},
+        "ours": results["ours"],
+        "trl": results["trl"],
+        "ratios": compare(results["ours"], results["trl"]),
+        "machine": machine,
+        "versions": library_versions(),
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(summary_text(report))
+    print(f"\nwritten: {out}")
+    failed = [side for side in sides if "error" in results[side]]
+    if failed:
+        raise SystemExit(f"bench: {', '.join(failed)} failed (see the log tail above and in {out})")
+    return report
+
+
+if __name__ == "__main__":
+    main()
