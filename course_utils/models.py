@@ -267,20 +267,38 @@ class PolicyWithValue(nn.Module):
             yield self
 
     @contextmanager
-    def merged_adapter(self) -> Iterator["PolicyWithValue"]:
+    def merged_adapter(self, exact: bool | None = None) -> Iterator["PolicyWithValue"]:
         """Fold the LoRA update into the base weights (W <- W + (alpha/r) B A) for the block, then
         take it out again. Generation inside the block runs one matmul per projection instead of
-        three, which is what makes CPU rollouts fast. Unmerging subtracts the same update, which
-        restores W up to float round-off (|ΔW| ≤ one ulp per merge; tested). No-op without LoRA.
+        three, which is what makes CPU rollouts fast. No-op without LoRA.
+
+        Unmerging subtracts the same update: in float32 that restores W up to one rounding step
+        (|ΔW| ~ 1e-7 · |W|, tested), far below anything the reference log-probs notice. In
+        bfloat16/float16 one rounding step is ~0.4% of a weight and would make the "frozen"
+        reference drift a little with every rollout, so there (or with ``exact=True``) the base
+        weights are copied before merging and put back bit for bit afterwards (costs one copy of
+        the adapted weights while generating).
         """
         if not self.is_lora:
             yield self
             return
+        if exact is None:
+            exact = self.dtype in (torch.float16, torch.bfloat16)
+        from peft.tuners.lora import LoraLayer
+
+        saved = (
+            [(m.get_base_layer().weight, m.get_base_layer().weight.detach().clone())
+             for m in self.lm.modules() if isinstance(m, LoraLayer)]
+            if exact else []
+        )
         self.lm.merge_adapter()
         try:
             yield self
         finally:
             self.lm.unmerge_adapter()
+            with torch.no_grad():
+                for weight, original in saved:
+                    weight.copy_(original)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -332,10 +350,8 @@ class CheckerReward:
             )
         from . import tasks  # imported here: the task module is only needed for this reward
 
-        if self.kind == "binary":
-            values = [1.0 if tasks.check(r, a).passed else 0.0 for r, a in zip(records, responses)]
-        else:
-            values = [float(tasks.partial_credit_reward(r, a)) for r, a in zip(records, responses)]
+        reward_of = tasks.binary_reward if self.kind == "binary" else tasks.partial_credit_reward
+        values = [float(reward_of(record, answer)) for record, answer in zip(records, responses)]
         return torch.tensor(values, dtype=torch.float32)
 
     def describe(self) -> dict:
@@ -519,7 +535,7 @@ def model_manifest(
         **identity,
         "quantization": str(quant_config) if quant_config else identity["quantization"],
         "architecture": (getattr(base.config, "architectures", None) or [type(base).__name__])[0],
-        "parameters": sum(p.numel() for p in _unique_parameters(base)),
+        "parameters": count_parameters(base)[1] if policy.is_lora else sum(count_parameters(base)),  # without adapters
         "tokenizer": {
             "class": type(tokenizer).__name__,
             "name": str(getattr(tokenizer, "name_or_path", "")),
