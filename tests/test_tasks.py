@@ -158,7 +158,8 @@ def _content(p):
     family = tasks.TASK_FAMILIES[p.family]
     text = p.prompt.lower()
     numbers = {int(d) for d in re.findall(r"\d+", text)}
-    spelled = {tasks.number_to_words(n): n for n in range(10, 202)}
+    # a spelled number anywhere else would surface as content words and fail the words check
+    spelled = {tasks.number_to_words(n): n for n in range(10, 202)} if p.family == "number_only" else {}
     for phrase in sorted(spelled, key=len, reverse=True):
         if re.search(rf"(?<![a-z-]){re.escape(phrase)}(?![a-z-])", text):
             numbers.add(spelled[phrase])
