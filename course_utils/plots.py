@@ -439,11 +439,12 @@ def plot_reward_components(scores, non_score, shaped, labels: Sequence[str] | No
 
 
 def plot_shaped_return_vs_beta(betas, totals, labels: Sequence[str] | None = None,
-                               beta_now: float | None = None) -> Figure:
+                               beta_now: float | None = None, ylim: tuple[float, float] | None = None) -> Figure:
     """Each response's shaped total ``score - β·KL`` as β grows (log scale).
 
     ``betas`` is ``[N]``; ``totals`` is ``[N, B]`` (one column per response). ``beta_now``
-    draws a vertical marker. Line gids are the labels.
+    draws a vertical marker; ``ylim`` zooms in (large β sends high-KL responses far below).
+    Line gids are the labels.
     """
     b = _to_numpy(betas, "betas")
     tot = _to_numpy(totals, "totals")
@@ -456,6 +457,8 @@ def plot_shaped_return_vs_beta(betas, totals, labels: Sequence[str] | None = Non
     if beta_now is not None:
         ax.axvline(beta_now, color="black", lw=1, ls=":")
     ax.set_xscale("log")
+    if ylim is not None:
+        ax.set_ylim(*ylim)
     ax.axhline(0.0, color="0.5", lw=0.8)
     ax.set_xlabel("β (kl_coef)")
     ax.set_ylabel("shaped return  score − β·KL")

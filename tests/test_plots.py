@@ -258,8 +258,9 @@ def test_kl_and_reward_plots_draw_their_inputs():
     score = torch.tensor([0.0, 0.0, 2.4, 0.0])
     fig = plots.plot_shaped_rewards(pen, score, mask=torch.tensor([1, 1, 1, 0]))
     np.testing.assert_allclose(line_xy(fig.axes[0], "shaped")[1], (pen + score).numpy(), atol=1e-7)
-    fig = plots.plot_shaped_return_vs_beta([0.01, 0.1], [[3.0, 1.0], [1.0, 0.9]], labels=["a", "b"])
+    fig = plots.plot_shaped_return_vs_beta([0.01, 0.1], [[3.0, 1.0], [1.0, 0.9]], labels=["a", "b"], ylim=(-1, 4))
     np.testing.assert_allclose(line_xy(fig.axes[0], "b")[1], [1.0, 0.9])
+    assert fig.axes[0].get_ylim() == (-1, 4)
 
 
 def test_whitening_and_value_plots_use_real_tokens_only():
