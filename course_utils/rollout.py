@@ -633,18 +633,24 @@ def masked_tokens_html(tokenizer, ids, mask, title: str | None = None) -> str:
     return f"<div>{head}<div style='line-height:1.9'>{''.join(spans)}</div>{legend}</div>"
 
 
-def rollout_row(rollout: Rollout, row: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Prompt + response ids of one row and the mask over them (0 on the whole prompt)."""
-    ids = torch.cat([rollout.query_ids[row], rollout.response_ids[row]]).cpu()
-    mask = torch.cat([torch.zeros(rollout.query_ids.shape[1]), rollout.response_mask[row].float().cpu()])
+def rollout_row(rollout: Rollout, row: int = 0, show_padding: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Prompt + response ids of one row and the mask over them (0 on the whole prompt).
+    Left padding is left out unless ``show_padding``; positions after the first EOS are kept
+    (they show why the mask, not the id, decides what is real)."""
+    keep = slice(0, None) if show_padding else rollout.query_mask[row].bool().cpu()
+    query = rollout.query_ids[row].cpu()[keep]
+    ids = torch.cat([query, rollout.response_ids[row].cpu()])
+    mask = torch.cat([torch.zeros(len(query)), rollout.response_mask[row].float().cpu()])
     return ids, mask
 
 
-def show_rollout(rollout: Rollout, tokenizer, row: int = 0, html: bool = False) -> str:
+def show_rollout(rollout: Rollout, tokenizer, row: int = 0, html: bool = False, show_padding: bool = False) -> str:
     """One rollout row (prompt and response) with its mask drawn over the tokens."""
-    ids, mask = rollout_row(rollout, row)
+    ids, mask = rollout_row(rollout, row, show_padding)
     status = "ended with EOS" if bool(rollout.ended_with_eos[row]) else "truncated (no EOS)"
-    title = f"row {row}: {int(mask.sum())} response tokens, {status}"
+    pads = int((rollout.query_mask[row] == 0).sum())
+    hidden = f", {pads} left-padding tokens not shown" if pads and not show_padding else ""
+    title = f"row {row}: {int(mask.sum())} response tokens (mask 1), {status}{hidden}"
     if html:
         return masked_tokens_html(tokenizer, ids, mask, title)
     return f"{title}\n{format_masked_tokens(tokenizer, ids, mask)}"

@@ -475,3 +475,13 @@ def test_real_model_ratio_and_merge_consistency():
     assert (probability_ratio(logprobs, r.old_logprobs)[keep] - 1).abs().max() < 1e-4
     assert (r.old_logprobs - r.ref_logprobs)[keep].abs().max() > 1e-3
     assert all(isinstance(t, str) for t in r.response_texts) and r.response_texts[0].strip()
+
+
+def test_show_rollout_hides_left_padding_unless_asked(rollout, bundle):
+    row = int(rollout.query_mask.sum(-1).argmin())  # the row with the most left padding
+    pads = int((rollout.query_mask[row] == 0).sum())
+    assert pads > 0
+    hidden = show_rollout(rollout, bundle.tokenizer, row, html=True)
+    shown = show_rollout(rollout, bundle.tokenizer, row, html=True, show_padding=True)
+    assert shown.count("<span") - hidden.count("<span") == pads
+    assert f"{pads} left-padding tokens not shown" in hidden
