@@ -299,8 +299,8 @@ def plot_token_advantages(advantages, mask=None, rewards=None, values=None, retu
     (line,) = bottom.plot(positions, _real_only(adv, m), color=COLOURS["advantage"], lw=2, label="advantage A_t")
     line.set_gid("advantage")
     if returns is not None:
-        (line,) = bottom.plot(positions, _real_only(_one_response(returns, "returns"), m), "--", color=COLOURS["return"],
-                              label="return R_t = A_t + V_t")
+        returns_real = _real_only(_one_response(returns, "returns"), m)
+        (line,) = bottom.plot(positions, returns_real, "--", color=COLOURS["return"], label="return R_t = A_t + V_t")
         line.set_gid("return")
     bottom.legend(fontsize=8, loc="upper left")
     bottom.set_xlabel("response token t (0 = first generated token)")
