@@ -84,7 +84,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+PASS_THROUGH = {"rm": cmd_rm, "ppo": cmd_ppo, "bench": cmd_bench}
+
+
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in PASS_THROUGH:
+        # These commands own their options (`python -m course_utils ppo --help`).
+        dest = {"rm": "rm_args", "ppo": "ppo_args", "bench": "bench_args"}[argv[0]]
+        PASS_THROUGH[argv[0]](argparse.Namespace(**{dest: argv[1:]}))
+        return
     args = build_parser().parse_args(argv)
     args.func(args)
 

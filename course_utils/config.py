@@ -16,7 +16,7 @@ import yaml
 
 from .ppo_math import KL_ESTIMATORS
 
-REWARD_KINDS = ("checker_partial", "checker_binary", "learned")
+REWARD_KINDS = ("checker_partial", "checker_binary", "learned", "letters")
 LR_SCHEDULES = ("constant", "linear")
 FAST_ENV_VAR = "COURSE_FAST"
 
@@ -47,7 +47,8 @@ class PPOConfig:
     """Which linear layers get LoRA adapters."""
     reward: str = "checker_partial"
     """Reward source: "checker_partial" (partial credit from the task checkers), "checker_binary"
-    (1 if the checker passes, else 0) or "learned" (the reward model in ``reward_model_path``)."""
+    (1 if the checker passes, else 0), "learned" (the reward model in ``reward_model_path``) or
+    "letters" (a toy reward for smoke tests on the random tiny model)."""
     reward_model_path: str = ""
     """Folder of a trained reward model (used when reward == "learned")."""
 

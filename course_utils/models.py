@@ -267,23 +267,21 @@ class PolicyWithValue(nn.Module):
             yield self
 
     @contextmanager
-    def merged_adapter(self, exact: bool | None = None) -> Iterator["PolicyWithValue"]:
+    def merged_adapter(self, exact: bool = True) -> Iterator["PolicyWithValue"]:
         """Fold the LoRA update into the base weights (W <- W + (alpha/r) B A) for the block, then
         take it out again. Generation inside the block runs one matmul per projection instead of
         three, which is what makes CPU rollouts fast. No-op without LoRA.
 
-        Unmerging subtracts the same update: in float32 that restores W up to one rounding step
-        (|ΔW| ~ 1e-7 · |W|, tested), far below anything the reference log-probs notice. In
-        bfloat16/float16 one rounding step is ~0.4% of a weight and would make the "frozen"
-        reference drift a little with every rollout, so there (or with ``exact=True``) the base
-        weights are copied before merging and put back bit for bit afterwards (costs one copy of
-        the adapted weights while generating).
+        Unmerging subtracts the same update, which restores W only up to one rounding step
+        (|ΔW| ~ 1e-7 · |W| in float32, ~0.4% of a weight in bfloat16). Small, but it accumulates
+        over a run, makes the "frozen" reference drift, and makes a resumed run differ from an
+        uninterrupted one. So by default (``exact=True``) the base weights are copied before
+        merging and put back bit for bit afterwards; this costs one copy of the adapted weights
+        while generating. ``exact=False`` skips the copy (lower peak memory, tiny drift).
         """
         if not self.is_lora:
             yield self
             return
-        if exact is None:
-            exact = self.dtype in (torch.float16, torch.bfloat16)
         from peft.tuners.lora import LoraLayer
 
         saved = (
@@ -356,6 +354,22 @@ class CheckerReward:
 
     def describe(self) -> dict:
         return {"kind": f"checker ({self.kind})", "weights": "none (programmatic)"}
+
+
+@dataclass
+class LetterFractionReward:
+    """A toy reward for smoke tests on the random tiny model: the fraction of the response's
+    characters that are ASCII letters. A random model earns varied scores, so advantages are not
+    all zero and the PPO machinery really moves; it teaches nothing about the tasks."""
+
+    name: str = "letters"
+
+    def score(self, prompts: list[str], responses: list[str], records: list | None = None) -> torch.Tensor:
+        fractions = [sum(c.isascii() and c.isalpha() for c in r) / max(len(r), 1) for r in responses]
+        return torch.tensor(fractions, dtype=torch.float32)
+
+    def describe(self) -> dict:
+        return {"kind": "toy", "what": "fraction of ASCII letters in the response"}
 
 
 @dataclass

@@ -158,7 +158,7 @@ class PPOTrainer:
             device=self.device, seed=config.seed,
         )
         self.policy = self.bundle.policy
-        self.params = [p for p in self.policy.parameters() if p.requires_grad]
+        self.params = self.policy.trainable_parameters()
         self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5)
         total = config.total_updates
         if config.lr_schedule == "linear":
@@ -191,6 +191,8 @@ class PPOTrainer:
 
         if self.config.reward == "learned":
             return models.LearnedReward.from_folder(self.config.reward_model_path, device=self.device)
+        if self.config.reward == "letters":
+            return models.LetterFractionReward()
         kind = "binary" if self.config.reward == "checker_binary" else "partial"
         return models.CheckerReward(kind=kind)
 
@@ -353,7 +355,7 @@ class PPOTrainer:
         """Greedy answers to the held-out prompts: checker pass rate overall and per task, mean
         reward, and the answers to the fixed sample prompts."""
         from . import tasks
-        from .rollout import generate
+        from .rollout import decode_responses, generate
 
         self.policy.eval()
         records = self.eval_records
@@ -361,8 +363,8 @@ class PPOTrainer:
         chunk = 32
         for i in range(0, len(records), chunk):
             part = records[i:i + chunk]
-            result = generate(self.bundle, [r.prompt for r in part], self.sampling(greedy=True))
-            answers.extend(result.response_texts)
+            result = generate(self.bundle, prompts=[r.prompt for r in part], settings=self.sampling(greedy=True))
+            answers.extend(decode_responses(self.bundle.tokenizer, result.response_ids, result.response_mask))
         passed = [tasks.check(r, a).passed for r, a in zip(records, answers)]
         rewards = self.bundle.reward.score([r.prompt for r in records], answers, records)
         per_task: dict[str, list[bool]] = {}
@@ -530,7 +532,9 @@ class PPOTrainer:
                             len=f"{metrics['response_length']:.1f}")
             for callback in self.callbacks:
                 callback(self, metrics)
-            if self.stop is None and (self.update % cfg.save_every == 0 or self.update == cfg.total_updates):
+            # Only a healthy update may overwrite the checkpoint: it stays the last-known-good state.
+            healthy = self.stop is None and not (metrics["nonfinite_steps"] or metrics["nonfinite_scores"])
+            if healthy and (self.update % cfg.save_every == 0 or self.update == cfg.total_updates):
                 self.save_checkpoint()
         bar.close()
         if self.stop is not None:
@@ -544,8 +548,7 @@ class PPOTrainer:
 
     def save_adapter(self) -> None:
         """Save the trained weights (the LoRA adapter, or the full model) and the value head."""
-        model = self.policy.model if hasattr(self.policy, "model") else self.policy
-        model.save_pretrained(self.run_dir / "policy")
+        self.policy.lm.save_pretrained(self.run_dir / "policy")
         torch.save(self.policy.value_head.state_dict(), self.run_dir / "policy" / "value_head.pt")
 
 
