@@ -213,6 +213,19 @@ class Rollout:
     def __len__(self) -> int:
         return self.batch_size
 
+    def __repr__(self) -> str:
+        b, t = self.response_ids.shape
+        parts = [
+            f"{b} responses x {t} columns", f"{self.num_tokens} real tokens",
+            f"{int(self.ended_with_eos.sum())} ended with EOS", f"{int(self.truncated.sum())} truncated",
+        ]
+        missing = [n for n in ("old_logprobs", "ref_logprobs", "values") if getattr(self, n) is None]
+        if missing:
+            parts.append("not yet computed: " + ", ".join(missing))
+        if self.timings:
+            parts.append(", ".join(f"{k} {v:.2f}" for k, v in self.timings.items()))
+        return f"Rollout({'; '.join(parts)})"
+
 
 # ---------------------------------------------------------------------------------------------
 # 1. Prompts: chat template, token ids, left padding

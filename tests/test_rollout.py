@@ -485,3 +485,8 @@ def test_show_rollout_hides_left_padding_unless_asked(rollout, bundle):
     shown = show_rollout(rollout, bundle.tokenizer, row, html=True, show_padding=True)
     assert shown.count("<span") - hidden.count("<span") == pads
     assert f"{pads} left-padding tokens not shown" in hidden
+
+
+def test_rollout_repr_is_short(rollout):
+    text = repr(rollout)
+    assert text.startswith("Rollout(8 responses") and "tensor" not in text and "generate_s" in text
