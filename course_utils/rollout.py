@@ -101,7 +101,9 @@ class SamplingSettings:
                 stacklevel=3,
             )
 
-    def generation_config(self, eos_token_ids: list[int], pad_token_id: int, output_logits: bool = False):
+    def generation_config(
+        self, eos_token_ids: list[int], pad_token_id: int, output_logits: bool = False, output_hidden_states: bool = False
+    ):
         """A complete transformers GenerationConfig: every processor that could change the
         distribution is set to its neutral value explicitly."""
         from transformers import GenerationConfig
@@ -127,12 +129,13 @@ class SamplingSettings:
             use_cache=True,
             return_dict_in_generate=True,
             output_logits=output_logits,
+            output_hidden_states=output_hidden_states,
         )
 
 
 _TENSOR_FIELDS = (
     "query_ids", "query_mask", "response_ids", "response_mask", "last_index", "ended_with_eos",
-    "truncated", "old_logprobs", "ref_logprobs", "values", "generation_logprobs",
+    "truncated", "old_logprobs", "ref_logprobs", "values", "generation_logprobs", "generation_values",
 )
 
 
@@ -152,7 +155,8 @@ class Rollout:
       old_logprobs [B, T] float32   log π_old(a_t | s_t) at the sampling temperature; 0 outside mask
       ref_logprobs [B, T] float32   log π_ref(a_t | s_t), same temperature; 0 outside mask
       values [B, T] float32         V(s_t) of the state before token t; 0 outside mask
-      generation_logprobs [B, T]    optional: log-probs from the sampler's own logits (a check)
+      generation_logprobs [B, T]    optional: log-probs from the sampler's own logits
+      generation_values [B, T]      optional: values from the sampler's own hidden states
     Plus: prompts (user text), response_texts (decoded without special tokens: what the reward
     sees), records (task records, if any), settings, timings (seconds per phase).
     """
@@ -172,6 +176,7 @@ class Rollout:
     records: list | None = None
     settings: SamplingSettings | None = None
     generation_logprobs: torch.Tensor | None = None
+    generation_values: torch.Tensor | None = None
     timings: dict = field(default_factory=dict)
 
     @property
@@ -491,6 +496,7 @@ def generate(
     system: str | None = None,
     merge_lora: bool = True,
     keep_generation_logprobs: bool = False,
+    keep_generation_values: bool = False,
 ) -> Rollout:
     """Sample one response per prompt; return a Rollout without log-probs or values yet.
 
@@ -500,6 +506,8 @@ def generate(
         unmerged afterwards; see ``PolicyWithValue.merged_adapter``).
     keep_generation_logprobs: also store the log-probs computed from the sampler's own logits
         (``rollout.generation_logprobs``), to check them against ``sequence_forward``.
+    keep_generation_values: also store V(s_t) from the sampler's own last hidden states
+        (``rollout.generation_values``): the state that predicted token t, as in sequence_forward.
     """
     policy, tokenizer = _unpack(model, tokenizer)
     settings = settings or SamplingSettings()
@@ -510,7 +518,9 @@ def generate(
     query_ids, query_mask = tokenize_prompts(tokenizer, prompts, system, settings.max_new_tokens, max_context)
     query_ids, query_mask = query_ids.to(device), query_mask.to(device)
     eos_ids = stop_token_ids(tokenizer, base)
-    config = settings.generation_config(eos_ids, tokenizer.pad_token_id, output_logits=keep_generation_logprobs)
+    config = settings.generation_config(
+        eos_ids, tokenizer.pad_token_id, output_logits=keep_generation_logprobs, output_hidden_states=keep_generation_values
+    )
     rng = torch.random.fork_rng(devices=[device] if device.type == "cuda" else []) if seed is not None else nullcontext()
     merged = policy.merged_adapter() if merge_lora else nullcontext()
     with rng, _eval_mode(policy), merged, _explicit_generation_config(base, config):
@@ -531,6 +541,14 @@ def generate(
         logits = torch.stack(out.logits, dim=1)  # [B, T, V], raw logits before any warper
         lp = logprobs_from_logits(logits, response_ids, settings.temperature)
         rollout.generation_logprobs = torch.where(mask.bool(), lp, torch.zeros((), device=lp.device))
+    if keep_generation_values:
+        # out.hidden_states[step][-1] is the last layer's output for the positions fed at that
+        # step: the whole prompt at step 0, one token afterwards. Its last position is the state
+        # whose logits chose token `step`, i.e. s_t in V(s_t).
+        hidden = torch.stack([step[-1][:, -1] for step in out.hidden_states], dim=1)  # [B, T, H]
+        head = policy.value_head
+        values = head(hidden.to(head.weight.dtype)).squeeze(-1)
+        rollout.generation_values = torch.where(mask.bool(), values, torch.zeros((), device=values.device))
     return rollout
 
 
@@ -551,6 +569,7 @@ def collect_rollout(
     merge_lora: bool = True,
     forward_batch_size: int | None = None,
     keep_generation_logprobs: bool = False,
+    old_logprobs_from: str = "forward",
 ) -> Rollout:
     """Generate responses and compute everything PPO needs, timing each phase.
 
@@ -560,9 +579,28 @@ def collect_rollout(
       reference_forward_s   one no-grad forward with the adapter off (or the frozen copy)
       decode_s              token ids -> response texts for the reward
     ``forward_batch_size`` splits the two forwards into chunks to cap memory (None: whole batch).
+
+    old_logprobs_from="forward" (default): old log-probs and values come from a separate no-grad
+    forward with the unmerged weights, the same computation as the training forward, so the
+    first PPO ratio is 1 up to batch-size round-off in any precision.
+    old_logprobs_from="generation": take them from the sampler's own logits and hidden states
+    and skip that forward (policy_forward_s = 0). They were computed with the merged weights and
+    the KV cache, so they differ from the training forward by round-off: ~1e-5 in float32
+    (tested), much more in bfloat16, where this option is refused.
     The reward itself is not computed here: ``bundle.reward.score(r.prompts, r.response_texts, r.records)``.
     """
     settings = settings or SamplingSettings()
+    if old_logprobs_from not in ("forward", "generation"):
+        raise ValueError(f"old_logprobs_from must be 'forward' or 'generation', got {old_logprobs_from!r}")
+    if old_logprobs_from == "generation" and bundle.policy.dtype != torch.float32:
+        raise ValueError(
+            f"old_logprobs_from='generation' needs float32 weights (the policy is {bundle.policy.dtype}): "
+            "in half precision merged-weight log-probs differ from the training forward. Use 'forward'."
+        )
+    reuse = old_logprobs_from == "generation"
+    if reuse and bundle.policy.value_model is not None:
+        raise ValueError("old_logprobs_from='generation' reads values from the policy's hidden states; "
+                         "with a separate value model use 'forward'.")
     if records is not None and len(records) != len(prompts):
         raise ValueError(f"{len(records)} records for {len(prompts)} prompts: give one record per prompt")
     policy, tokenizer, device = bundle.policy, bundle.tokenizer, bundle.policy.device
@@ -571,13 +609,16 @@ def collect_rollout(
     _sync(device)
     start = time.perf_counter()
     rollout = generate(bundle, tokenizer, prompts, settings, seed, system=system, merge_lora=merge_lora,
-                       keep_generation_logprobs=keep_generation_logprobs)
+                       keep_generation_logprobs=keep_generation_logprobs or reuse, keep_generation_values=reuse)
     _sync(device)
     timings["generate_s"] = time.perf_counter() - start
 
     start = time.perf_counter()
     with _eval_mode(policy):
-        rollout.old_logprobs, rollout.values = _batched_forward(policy, rollout, settings.temperature, forward_batch_size)
+        if reuse:
+            rollout.old_logprobs, rollout.values = rollout.generation_logprobs, rollout.generation_values
+        else:
+            rollout.old_logprobs, rollout.values = _batched_forward(policy, rollout, settings.temperature, forward_batch_size)
         _sync(device)
         timings["policy_forward_s"] = time.perf_counter() - start
 
@@ -682,10 +723,11 @@ def benchmark_rollout(
     repeats: int = 2,
     seed: int = 0,
 ) -> dict:
-    """Time each rollout phase (merged and unmerged generation, policy and reference forwards)
-    for ``batch_size`` prompts x ``max_new_tokens`` tokens, after one warm-up. Responses are
-    forced to full length (EOS banned) so every run generates the same number of tokens.
-    Returns the median seconds per phase."""
+    """Time each rollout phase (merged and unmerged generation, generation that also returns its
+    logits and hidden states, policy and reference forwards) for ``batch_size`` prompts x
+    ``max_new_tokens`` tokens, after one warm-up. Responses are forced to full length (EOS
+    banned) so every run generates the same number of tokens. Returns the median seconds per
+    phase over ``repeats`` runs."""
     import statistics
 
     from .models import load_bundle
@@ -705,14 +747,15 @@ def benchmark_rollout(
     results: dict[str, list[float]] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for run in range(repeats + 1):
-            for merge in (True, False):
-                r = collect_rollout(bundle, prompts, settings, seed=seed + run, merge_lora=merge)
-                if run == 0:
-                    continue  # warm-up
-                key = "generate_merged_s" if merge else "generate_unmerged_s"
+        collect_rollout(bundle, prompts, settings, seed=seed)  # warm-up (first-call allocations)
+        for run in range(repeats):
+            for merge, source in ((True, "forward"), (False, "forward"), (True, "generation")):
+                r = collect_rollout(bundle, prompts, settings, seed=seed + run, merge_lora=merge, old_logprobs_from=source)
+                key = {True: "generate_merged_s", False: "generate_unmerged_s"}[merge]
+                if source == "generation":
+                    key = "generate_merged_with_logits_and_hidden_s"
                 results.setdefault(key, []).append(r.timings["generate_s"])
-                if merge:
+                if merge and source == "forward":
                     for phase in ("policy_forward_s", "reference_forward_s", "decode_s"):
                         results.setdefault(phase, []).append(r.timings[phase])
     summary = {k: round(statistics.median(v), 4) for k, v in results.items()}
@@ -739,4 +782,4 @@ if __name__ == "__main__":  # python -m course_utils.rollout [model]: a rollout 
         print("response text:", repr(result.response_texts[i]))
     print("\ntimings:", json.dumps({k: round(v, 3) for k, v in result.timings.items()}))
     if "--bench" in sys.argv:
-        print(json.dumps(benchmark_rollout(name), indent=2))
+        print(json.dumps(benchmark_rollout(name, repeats=1 if "--quick" in sys.argv else 2), indent=2))

@@ -490,3 +490,23 @@ def test_show_rollout_hides_left_padding_unless_asked(rollout, bundle):
 def test_rollout_repr_is_short(rollout):
     text = repr(rollout)
     assert text.startswith("Rollout(8 responses") and "tensor" not in text and "generate_s" in text
+
+
+def test_old_logprobs_and_values_can_come_from_the_generation(bundle):
+    """old_logprobs_from='generation' skips the policy forward; its numbers (merged weights, KV
+    cache, hidden states of the sampler) match the forward's within float32 round-off."""
+    policy = bundle.policy
+    torch.nn.init.normal_(policy.value_head.weight, std=0.1)
+    try:
+        settings = SamplingSettings(max_new_tokens=8)
+        reused = collect_rollout(bundle, PROMPTS, settings, seed=21, old_logprobs_from="generation")
+        forward = collect_rollout(bundle, PROMPTS, settings, seed=21)
+    finally:
+        torch.nn.init.zeros_(policy.value_head.weight)
+    assert torch.equal(reused.response_ids, forward.response_ids)
+    keep = forward.response_mask.bool()
+    assert forward.values[keep].abs().max() > 1e-3  # the check below is not 0 == 0
+    torch.testing.assert_close(reused.old_logprobs, forward.old_logprobs, atol=1e-4, rtol=0)
+    torch.testing.assert_close(reused.values, forward.values, atol=1e-4, rtol=0)
+    with pytest.raises(ValueError, match="'forward' or 'generation'"):
+        collect_rollout(bundle, PROMPTS, settings, old_logprobs_from="cache")
