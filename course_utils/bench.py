@@ -164,6 +164,12 @@ class PeakRSSSampler:
         self.peak = max(self.peak, current_rss_gb())
 
 
+def _load_average() -> list[float] | None:
+    """1, 5 and 15-minute load averages: above the core count, other processes competed for the
+    cores and every wall time here is inflated."""
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
+
+
 def median(xs: list[float]) -> float:
     return float(statistics.median(xs)) if xs else float("nan")
 
@@ -329,6 +335,7 @@ def run_trl(cfg: BenchConfig) -> dict:
     trl_ppo.get_reward = clock.wrap("value_and_reward_forwards", original["get_reward"])
 
     stamps: list[float] = []
+    cpu_stamps: list[float] = []
     phases: list[dict] = []
     trl_logs: list[dict] = []
 
@@ -336,9 +343,11 @@ def run_trl(cfg: BenchConfig) -> dict:
         def on_train_begin(self, args, state, control, **kwargs):
             clock.take()
             stamps.append(time.perf_counter())
+            cpu_stamps.append(time.process_time())
 
         def on_step_end(self, args, state, control, **kwargs):
             stamps.append(time.perf_counter())
+            cpu_stamps.append(time.process_time())
             phases.append(clock.take())
 
         def on_log(self, args, state, control, logs=None, **kwargs):
@@ -360,6 +369,7 @@ def run_trl(cfg: BenchConfig) -> dict:
         shutil.rmtree(workdir, ignore_errors=True)
 
     walls = [b - a for a, b in zip(stamps, stamps[1:])]
+    cpu = [b - a for a, b in zip(cpu_stamps, cpu_stamps[1:])][cfg.warmup:]
     timed = walls[cfg.warmup:]
     timed_phases = phases[cfg.warmup:]
     for wall, ph in zip(timed, timed_phases):
@@ -376,6 +386,8 @@ def run_trl(cfg: BenchConfig) -> dict:
         "rss_after_setup_gb": rss_after_setup,
         "update_times_s": timed,
         "warmup_times_s": walls[:cfg.warmup],
+        "cpu_s_per_update": median(cpu),
+        "load_average": _load_average(),
         "phases": median_phases(timed_phases),
         "phase_notes": {
             "generation": "batch_generation: sampling response_length tokens (policy, LoRA unmerged)",
@@ -504,12 +516,13 @@ def run_ours(cfg: BenchConfig) -> dict:
     rss_after_setup = current_rss_gb()
     trainable = sum(p.numel() for p in trainer.params)
 
-    walls, metrics = [], []
+    walls, cpu, metrics = [], [], []
     with PeakRSSSampler() as sampler:
         for _ in range(cfg.warmup + cfg.updates):
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             metrics.append(trainer.ppo_update())
             walls.append(time.perf_counter() - start)
+            cpu.append(time.process_time() - start_cpu)
             trainer.update += 1
 
     blocks, block_tokens = time_building_blocks(trainer, cfg)
@@ -531,6 +544,8 @@ def run_ours(cfg: BenchConfig) -> dict:
         "rss_after_setup_gb": rss_after_setup,
         "update_times_s": timed,
         "warmup_times_s": walls[:cfg.warmup],
+        "cpu_s_per_update": median(cpu[cfg.warmup:]),
+        "load_average": _load_average(),
         "trainer_time_update_s": [m["time_update_s"] for m in timed_metrics],
         "phases": median_phases(phases),
         "building_blocks": blocks,
@@ -583,8 +598,7 @@ def machine_info() -> dict:
         info["memory_total_gb"] = psutil.virtual_memory().total / GB
     except ImportError:
         pass
-    if hasattr(os, "getloadavg"):
-        info["load_average_1_5_15"] = list(os.getloadavg())
+    info["load_average_before"] = _load_average()
     return info
 
 
@@ -607,7 +621,7 @@ def run_child(side: str, cfg: BenchConfig, workdir: Path, timeout: float | None 
     env = dict(os.environ)
     env.update({
         "OMP_NUM_THREADS": str(cfg.threads), "MKL_NUM_THREADS": str(cfg.threads),
-        "TOKENIZERS_PARALLELISM": "false", "TRL_EXPERIMENTAL_SILENCE": "1",
+        "TOKENIZERS_PARALLELISM": "false", "TRL_EXPERIMENTAL_SILENCE": "1", "PYTHONUNBUFFERED": "1",
         "HF_HUB_OFFLINE": env.get("HF_HUB_OFFLINE", "1"),
         "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
                                                      env.get("PYTHONPATH")])),
@@ -669,6 +683,7 @@ def summary_text(report: dict) -> str:
         f"{'':28}{'ours':>12}{'TRL 1.12.0':>14}",
     ]
     rows = [("s per update", "s_per_update", ".2f"), ("episodes per s", "episodes_per_s", ".2f"),
+            ("CPU s per update", "cpu_s_per_update", ".2f"),
             ("peak RSS, whole run (GB)", "peak_rss_gb", ".2f"), ("peak RSS, updates (GB)", "peak_rss_updates_gb", ".2f"),
             ("RSS after loading (GB)", "rss_after_setup_gb", ".2f"),
             ("response tokens / update", "response_tokens_per_update", ".0f"),
@@ -694,7 +709,23 @@ def summary_text(report: dict) -> str:
         f"update / building blocks   {_fmt(ratios['update_over_building_blocks'], '.2f'):>8}   target <= 1.2: {mark(met['update_over_building_blocks'])}",
         "Rewards differ: TRL scores with a 135M reward model (random head), ours with the task checker.",
     ]
+    busy = busy_machine_note(report)
+    if busy:
+        lines.append(busy)
     return "\n".join(lines)
+
+
+def busy_machine_note(report: dict) -> str | None:
+    """A warning when the 1-minute load average exceeded the core count while a trainer ran."""
+    cores = report.get("machine", {}).get("cpu_count") or 1
+    loads = [report.get("machine", {}).get(key) for key in ("load_average_before", "load_average_after")]
+    loads += [report[side].get("load_average") for side in ("ours", "trl")]
+    worst = max((load[0] for load in loads if load), default=0.0)
+    if worst <= cores:
+        return None
+    return (f"WARNING: load average up to {worst:.1f} on {cores} cores: other processes competed for the CPU, "
+            "so the wall times above are inflated (and not comparable between the two runs). "
+            "Rerun on an otherwise idle machine.")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -706,6 +737,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--only", choices=("ours", "trl"), default=None, help="run one trainer only")
     parser.add_argument("--model", default=BenchConfig.model, help="model name or folder (hub.resolve_model)")
     parser.add_argument("--threads", type=int, default=BenchConfig.threads, help="torch threads in each child")
+    parser.add_argument("--batch-size", type=int, default=BenchConfig.batch_size, help="episodes per update")
+    parser.add_argument("--response-length", type=int, default=BenchConfig.response_length,
+                        help="response tokens (TRL response_length, our max_new_tokens)")
     parser.add_argument("--natural-eos", action="store_true",
                         help="let our responses stop at EOS (default: full length, like TRL's)")
     parser.add_argument("--timeout", type=float, default=None, help="seconds allowed per child (default: none)")
@@ -726,9 +760,10 @@ def main(argv: list[str] | None = None) -> dict:
         Path(args.child_result).write_text(json.dumps(result, indent=2) + "\n")
         return result
 
-    if args.updates < 1 or args.warmup < 0 or args.threads < 1:
-        raise SystemExit("--updates and --threads must be >= 1 and --warmup >= 0")
+    if min(args.updates, args.threads, args.batch_size, args.response_length) < 1 or args.warmup < 0:
+        raise SystemExit("--updates, --threads, --batch-size and --response-length must be >= 1, --warmup >= 0")
     cfg = BenchConfig(model=args.model, updates=args.updates, warmup=args.warmup, threads=args.threads,
+                      batch_size=args.batch_size, response_length=args.response_length,
                       full_length=not args.natural_eos)
     sides = [args.only] if args.only else ["ours", "trl"]
     machine = machine_info()
@@ -737,7 +772,7 @@ def main(argv: list[str] | None = None) -> dict:
         for side in sides:
             print(f"[bench] running {side} ({cfg.warmup} warm-up + {cfg.updates} timed updates) ...", flush=True)
             results[side] = run_child(side, cfg, Path(tmp), args.timeout)
-    machine["load_average_after"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    machine["load_average_after"] = _load_average()
     report = {
         "config": {**asdict(cfg), "dtype": "float32", "device": "cpu"},
         "ours": results["ours"],
