@@ -2,11 +2,12 @@
 
     python -m course_utils bench --out runs/bench.json            # both, SmolLM2-135M, 3 updates each
     python -m course_utils bench --only trl --updates 5           # one side only
-    python -m course_utils bench --model tiny-smollm2 --updates 1 # the smoke test's setting
+    python -m course_utils.bench --model tiny-smollm2 --updates 1 --warmup 0   # seconds (also works)
 
 The shared configuration (issue 6): SmolLM2-135M-Instruct in float32 on the CPU, LoRA rank 8
 (alpha 16) on q_proj and v_proj, 8 episodes per update, 32 response tokens, 1 PPO epoch of 1
-minibatch, temperature 0.8, 2 torch threads, the same chat-rendered training prompts.
+minibatch, temperature 0.8, 2 torch threads, prompts from the course's training split rendered
+with the chat template (the same pool; each trainer shuffles it its own way).
 
 Each trainer runs in its OWN child process (``python -m course_utils.bench --child ours|trl``), one
 after the other, so their peak memories are separate and they never compete for the cores. A child
@@ -16,7 +17,7 @@ and reports:
     s_per_update      median wall time of the timed updates
     episodes_per_s    batch_size / s_per_update
     peak_rss_gb       the process's peak resident memory over its whole life (getrusage ru_maxrss,
-                      which includes loading the models)
+                      which includes loading the models); GB = 10^9 bytes
     peak_rss_updates_gb  peak resident memory sampled every 10 ms during the updates only
     phases            median seconds per phase of an update
 
@@ -34,8 +35,10 @@ What each side computes differs where the two designs differ, and the JSON says 
 - value: TRL's value model is a separate, fully trainable copy of the backbone (135M parameters
   in Adam); ours is a linear value head on the policy's shared, LoRA-adapted backbone.
 - EOS: TRL (``stop_token=None``, its default) never stops early: every response is exactly
-  ``response_length`` tokens. Ours stops a sequence at its first EOS and the batch when all have
-  ended. The JSON records the generated tokens per update of both.
+  ``response_length`` tokens. Ours normally stops a sequence at its first EOS; for the benchmark
+  it bans EOS until ``response_length`` (``full_length``, default on), so both generate and train
+  on the same number of tokens. ``--natural-eos`` lets ours stop at EOS. The JSON records the
+  response tokens per update of both.
 - padding: SmolLM2's pad token is its EOS ``<|im_end|>``, which also ends every chat turn inside
   the prompts. TRL builds attention masks as ``ids != pad_token_id``, so it would mask those
   prompt tokens; we give TRL ``<|endoftext|>`` (id 0, never in a chat prompt) as its pad token.
@@ -180,9 +183,10 @@ def median_phases(per_update: list[dict]) -> dict:
     return {k: median([d.get(k, 0.0) for d in per_update]) for k in keys}
 
 
-def load_prompts(n: int, seed: int = 0) -> tuple[list[str], str]:
-    """``n`` user prompts from the course's training split (the same for both trainers), and where
-    they came from. Falls back to a fixed list when the task data cannot be loaded."""
+def load_prompts(n: int) -> tuple[list[str], str]:
+    """The first ``n`` user prompts of the course's training split (the pool our trainer draws
+    from), and where they came from. Falls back to a fixed list when the task data cannot be
+    loaded (TRL then still runs; our trainer needs the task data anyway)."""
     try:
         from . import tasks
 
@@ -268,7 +272,7 @@ def run_trl(cfg: BenchConfig) -> dict:
     # masks `ids != pad_token_id`, so it needs a pad token that never occurs in a prompt.
     if "<|endoftext|>" in tokenizer.get_vocab():
         tokenizer.pad_token = "<|endoftext|>"
-    prompts, prompt_source = load_prompts(max(cfg.num_prompts, cfg.batch_size), cfg.seed)
+    prompts, prompt_source = load_prompts(max(cfg.num_prompts, cfg.batch_size))
     input_ids = [
         list(tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
                                            tokenize=True, return_dict=True)["input_ids"])
