@@ -18,11 +18,12 @@ and reports:
     episodes_per_s    batch_size / s_per_update
     peak_rss_gb       the process's peak resident memory over its whole life (getrusage ru_maxrss,
                       which includes loading the models); GB = 10^9 bytes
-    peak_rss_updates_gb  peak resident memory sampled every 10 ms during the updates only
+    peak_rss_updates_gb  peak resident memory sampled every 10 ms during the updates only (ours:
+                      with its building blocks, timed between the updates)
     phases            median seconds per phase of an update
 
-For our trainer the child also times the building blocks of an update ALONE, each the median of
-``updates`` repetitions: generating 8 x 32 tokens, the frozen forwards (policy without gradients
+For our trainer the child also times the building blocks of an update ALONE, each right after
+every timed update (so both see the same machine conditions), median over the updates: generating 8 x 32 tokens, the frozen forwards (policy without gradients
 for the old log-probs and values, then the reference = adapter disabled), and one training
 forward + backward of the PPO loss on the batch. ``ratios.update_over_building_blocks`` is our
 update time over their sum: how much the loop adds around the unavoidable work (target <= 1.2).
@@ -424,20 +425,18 @@ def run_trl(cfg: BenchConfig) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 
-def _time_median(fn, reps: int) -> float:
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return median(times)
+def _seconds(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
 
 
-def time_building_blocks(trainer, cfg: BenchConfig) -> tuple[dict, int]:
-    """Median seconds of each building block of one update, each run alone ``cfg.updates`` times
-    on one batch of training prompts: generation, the frozen forwards (policy without gradients
-    for old log-probs and values, then the reference), one training forward + backward of the PPO
-    loss. Returns the blocks with their ``sum_s``, and the batch's response tokens."""
+def building_blocks(trainer) -> tuple[dict, int]:
+    """The building blocks of one update, as functions to time alone, on one batch of training
+    prompts: generation; the frozen forwards (policy without gradients for the old log-probs and
+    values, then the reference = adapter disabled); one training forward + backward of the PPO
+    loss (clipped policy loss + value loss - entropy). Returns them and the batch's response tokens.
+    """
     import torch
 
     from . import ppo_math as pm
@@ -471,13 +470,8 @@ def time_building_blocks(trainer, cfg: BenchConfig) -> tuple[dict, int]:
         (pg_loss + config.vf_coef * vf_loss - config.ent_coef * entropy).backward()
         trainer.optimizer.zero_grad(set_to_none=True)
 
-    reps = max(1, cfg.updates)
-    blocks = {
-        "generation_s": _time_median(generation, reps),
-        "frozen_forwards_s": _time_median(frozen_forwards, reps),
-        "train_forward_backward_s": _time_median(train_forward_backward, reps),
-    }
-    blocks["sum_s"] = sum(blocks.values())
+    blocks = {"generation_s": generation, "frozen_forwards_s": frozen_forwards,
+              "train_forward_backward_s": train_forward_backward}
     return blocks, int(mask.sum())
 
 
@@ -520,16 +514,21 @@ def run_ours(cfg: BenchConfig) -> dict:
     rss_after_setup = current_rss_gb()
     trainable = sum(p.numel() for p in trainer.params)
 
+    block_fns, block_tokens = building_blocks(trainer)
+    block_times: dict[str, list[float]] = {name: [] for name in block_fns}
     walls, cpu, metrics = [], [], []
     with PeakRSSSampler() as sampler:
-        for _ in range(cfg.warmup + cfg.updates):
+        for i in range(cfg.warmup + cfg.updates):
             start, start_cpu = time.perf_counter(), time.process_time()
             metrics.append(trainer.ppo_update())
             walls.append(time.perf_counter() - start)
             cpu.append(time.process_time() - start_cpu)
             trainer.update += 1
-
-    blocks, block_tokens = time_building_blocks(trainer, cfg)
+            if i >= cfg.warmup:  # each block alone right after a timed update: same machine conditions
+                for name, fn in block_fns.items():
+                    block_times[name].append(_seconds(fn))
+    blocks = {name: median(times) for name, times in block_times.items()}
+    blocks["sum_s"] = sum(blocks.values())
     shutil.rmtree(workdir, ignore_errors=True)
     timed, timed_metrics = walls[cfg.warmup:], metrics[cfg.warmup:]
     # time_rollout_s contains the generate/forward/decode phases; report the finer ones.
@@ -682,7 +681,9 @@ def summary_text(report: dict) -> str:
         f"PPO speed/memory: {cfg['model']}, fp32, LoRA r{cfg['lora_rank']} on {','.join(cfg['lora_target_modules'])}, "
         f"batch {cfg['batch_size']}, {cfg['response_length']} response tokens, {cfg['ppo_epochs']} epoch x "
         f"{cfg['num_minibatches']} minibatch, {cfg['threads']} threads, median of {cfg['updates']} updates "
-        f"(+{cfg['warmup']} warm-up)",
+        f"(+{cfg['warmup']} warm-up); "
+        + ("both generate full-length responses (ours with EOS banned)" if cfg.get("full_length", True)
+           else "ours stops at EOS, TRL never does"),
         "",
         f"{'':28}{'ours':>12}{'TRL 1.12.0':>14}",
     ]
