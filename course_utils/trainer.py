@@ -103,6 +103,34 @@ def all_reduce_mean_(tensors: list[torch.Tensor]) -> None:
         t.div_(world)
 
 
+def params_in_sync(params: list[torch.Tensor]) -> bool:
+    """True if every process holds the same weights (compares a checksum across processes)."""
+    if not _dist_on():
+        return True
+    checksum = torch.stack([p.detach().double().sum() for p in params]).sum().reshape(1)
+    low, high = checksum.clone(), checksum.clone()
+    torch.distributed.all_reduce(low, op=torch.distributed.ReduceOp.MIN)
+    torch.distributed.all_reduce(high, op=torch.distributed.ReduceOp.MAX)
+    return bool(low == high)
+
+
+def all_processes_agree(flag: bool) -> bool:
+    """True only if ``flag`` is true on every process, so all of them take the same branch
+    (one process skipping a step that the others take would deadlock the gradient all-reduce)."""
+    if not _dist_on():
+        return flag
+    t = torch.tensor([0.0 if flag else 1.0])
+    torch.distributed.all_reduce(t)
+    return bool(t.item() == 0)
+
+
+def global_mean(value: float) -> float:
+    """Mean of a per-process number over all processes (e.g. a minibatch loss)."""
+    if not _dist_on():
+        return value
+    return global_sum([value])[0] / torch.distributed.get_world_size()
+
+
 def global_sum(values: list[float]) -> list[float]:
     if not _dist_on():
         return values
@@ -158,6 +186,9 @@ class PPOTrainer:
             device=self.device, seed=config.seed,
         )
         self.policy = self.bundle.policy
+        if self.world_size > 1:
+            # Same initial weights on every process (seeded above), different samples per process.
+            seed_everything(config.seed + 1000 * self.rank)
         self.params = self.policy.trainable_parameters()
         self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5)
         total = config.total_updates
@@ -263,9 +294,7 @@ class PPOTrainer:
                 mb = rollout.select(idx)
                 logprobs, values, logits = sequence_forward(
                     self.policy, mb.query_ids, mb.query_mask, mb.response_ids, mb.response_mask, cfg.temperature)
-                m = mb.response_mask
-                if m.sum() == 0:
-                    continue
+                m = mb.response_mask  # never all zero: every response has at least one token
                 pg_loss, pg_clipfrac = pm.clipped_surrogate(logprobs, mb.old_logprobs, advantages[idx], m,
                                                             cfg.cliprange)
                 vf_loss, vf_clipfrac = pm.clipped_value_loss(values, mb.values, returns[idx], m,
@@ -274,7 +303,7 @@ class PPOTrainer:
                 loss = pg_loss + cfg.vf_coef * vf_loss - cfg.ent_coef * entropy
 
                 self.optimizer.zero_grad(set_to_none=True)
-                if not torch.isfinite(loss):
+                if not all_processes_agree(bool(torch.isfinite(loss))):
                     nonfinite_steps += 1  # never step on a NaN/inf loss: the weights stay good
                     continue
                 loss.backward()
@@ -307,7 +336,8 @@ class PPOTrainer:
         mean_seq_kl = global_sum([float(seq_kl.sum())])[0] / n_seq
         self.kl_controller.update(mean_seq_kl, int(n_seq))
         non_score = (rewards - _score_on_last_token(scores, mask)).mul(mask).sum(1)
-        scalar = lambda xs: float(np.mean(xs)) if xs else float("nan")  # noqa: E731
+        adv_mean, adv_var = pm.global_masked_mean_var(raw_advantages, mask, unbiased=False)
+        scalar = lambda xs: global_mean(float(np.mean(xs)) if xs else float("nan"))  # noqa: E731
         metrics = {
             "update": self.update + 1,
             "episodes": int((self.update + 1) * cfg.batch_size),
@@ -320,18 +350,19 @@ class PPOTrainer:
             "kl_coef": kl_coef,
             # policy and value
             **{k: scalar(v) for k, v in stats.items()},
-            "explained_variance": _finite_or_nan(pm.explained_variance(rollout.values, returns, mask)),
-            "advantage_mean": float(pm.masked_mean(raw_advantages, mask)),
-            "advantage_std": float(pm.masked_var(raw_advantages, mask, unbiased=False).sqrt()),
-            "value_mean": float(pm.masked_mean(rollout.values, mask)),
+            "explained_variance": global_mean(_finite_or_nan(pm.explained_variance(rollout.values, returns, mask))),
+            "advantage_mean": float(adv_mean),
+            "advantage_std": float(adv_var.sqrt()),
+            "value_mean": float(pm.global_masked_mean_var(rollout.values, mask, unbiased=False)[0]),
             # responses
             "response_length": global_sum([float(lengths.sum())])[0] / n_seq,
-            "eos_rate": float(rollout.ended_with_eos.float().mean()),
-            "truncation_rate": float(rollout.truncated.float().mean()),
-            "padding_fraction": 1.0 - float(mask.mean()),
+            "eos_rate": global_sum([float(rollout.ended_with_eos.sum())])[0] / n_seq,
+            "truncation_rate": global_sum([float(rollout.truncated.sum())])[0] / n_seq,
+            "padding_fraction": 1.0 - n_tok / global_sum([float(mask.numel())])[0],
+            "world_size": self.world_size,
             # health
-            "nonfinite_steps": nonfinite_steps,
-            "nonfinite_scores": int((~torch.isfinite(raw_scores)).sum()),
+            "nonfinite_steps": nonfinite_steps,  # already the same on every process
+            "nonfinite_scores": int(global_sum([float((~torch.isfinite(raw_scores)).sum())])[0]),
             "optimizer_steps": optimizer_steps,
             "stale_steps_skipped": stale_skipped,
             "policy_lag_max": max(0, optimizer_steps - 1),
@@ -540,7 +571,8 @@ class PPOTrainer:
         if self.stop is not None:
             self.log(f"stopped: {self.stop} (last good checkpoint kept in {self.run_dir / CHECKPOINT})")
         summary = {"updates": self.update, "stop": str(self.stop) if self.stop else None,
-                   "pass_rate_before": self.evals[0]["pass_rate"], "pass_rate_after": self.evals[-1]["pass_rate"]}
+                   "pass_rate_before": self.evals[0]["pass_rate"], "pass_rate_after": self.evals[-1]["pass_rate"],
+                   "world_size": self.world_size, "ranks_in_sync": params_in_sync(self.params)}
         if self.rank == 0:
             self.save_adapter()
             report.write_report(self.run_dir, cfg, self.history, self.evals, summary, self.bundle.manifest)
