@@ -250,7 +250,8 @@ class PPOTrainer:
 
         # 1. rollout: responses, old log-probs and values, reference log-probs (no gradients)
         records = self.prompts.next_batch()
-        rollout = collect_rollout(self.bundle, [r.prompt for r in records], self.sampling(), records=records)
+        rollout = collect_rollout(self.bundle, [r.prompt for r in records], self.sampling(), records=records,
+                                  old_logprobs_from=cfg.old_logprobs_from)
         mask = rollout.response_mask
         t_rollout = time.perf_counter()
 
