@@ -22,7 +22,7 @@ import json
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Protocol, Sequence, runtime_checkable
+from typing import Any, Iterator, Protocol, runtime_checkable
 
 import torch
 from torch import nn

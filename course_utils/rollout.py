@@ -28,9 +28,9 @@ from __future__ import annotations
 import time
 import warnings
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from html import escape
-from typing import Any, Sequence
+from typing import Sequence
 
 import torch
 

@@ -16,7 +16,6 @@ from course_utils.models import (
     CheckerReward,
     LearnedReward,
     LoRASettings,
-    PolicyWithValue,
     RewardFunction,
     chat_template_sha256,
     count_parameters,
