@@ -1,0 +1,220 @@
+"""course_utils.diagnostics on hand-made answer lists and logs, with hand-counted expectations."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest  # noqa: E402
+
+from course_utils import diagnostics as dg  # noqa: E402
+
+SUM_PROMPT = "Add {a} and {b}. Reply with one line: RESULT: <sum>"
+PARITY_PROMPT = "Is {n} an even number? Answer Yes or No only."
+
+
+def sum_prompts(pairs):
+    return [SUM_PROMPT.format(a=a, b=b) for a, b in pairs]
+
+
+# ---------------------------------------------------------------- placeholders and echoes
+
+
+def test_placeholders_are_angle_bracket_slots_not_chat_tokens():
+    assert dg.placeholders_in(SUM_PROMPT) == ["<sum>"]
+    assert dg.placeholders_in("How many? Reply with one line: COUNT: <number>") == ["<number>"]
+    assert dg.placeholders_in("<|im_start|>user\nHi<|im_end|>") == []
+    assert dg.placeholders_in("Is 3 < 4 and 5 > 2?") == []
+
+
+def test_placeholder_copy_rate_counts_only_prompts_with_a_slot():
+    prompts = sum_prompts([(2, 3), (10, 20), (7, 8)]) + [PARITY_PROMPT.format(n=4)]
+    answers = ["RESULT: <sum>", "RESULT: 30", "result: <SUM>", "Yes"]
+    # Two of the three slot prompts were answered with the slot (case ignored); the parity
+    # prompt has no slot and is not in the denominator.
+    assert dg.placeholder_copy_rate(answers, prompts) == pytest.approx(2 / 3)
+    assert math.isnan(dg.placeholder_copy_rate(["Yes"], [PARITY_PROMPT.format(n=4)]))
+
+
+def test_prompt_echo_rate_ignores_case_and_spacing():
+    prompts = [PARITY_PROMPT.format(n=4), PARITY_PROMPT.format(n=5)]
+    answers = ["is 4 an even   number? answer yes or no only. Yes", "No"]
+    assert dg.prompt_echo_rate(answers, prompts) == 0.5
+
+
+def test_mismatched_lists_and_a_bare_string_are_refused_with_the_fix():
+    with pytest.raises(ValueError, match="one per answer"):
+        dg.placeholder_copy_rate(["a", "b"], ["p"])
+    with pytest.raises(TypeError, match="wrap it"):
+        dg.prompt_echo_rate("No", ["p", "q"])
+
+
+# ---------------------------------------------------------------- constant answers and length
+
+
+def test_normalised_answers_treat_case_spacing_and_final_stop_alike():
+    assert {dg.normalise_answer(a) for a in ("No.", "no", " NO! ", "No")} == {"no"}
+    assert dg.normalise_answer("RESULT:  64") == "result: 64"
+
+
+def test_constant_answers_per_group_by_hand():
+    answers = ["No.", "No", "no", "Yes", "RESULT: 5", "RESULT: 7"]
+    groups = ["parity"] * 4 + ["sum"] * 2
+    stats = dg.constant_answers(answers, groups)
+    assert stats["parity"] == {"answer": "no", "share": 0.75, "count": 3, "n": 4}
+    assert stats["sum"]["share"] == 0.5 and stats["sum"]["answer"] == "result: 5"  # tie: first seen
+    assert dg.constant_answers(["a", "b", "a"])["all"]["count"] == 2
+
+
+def test_mean_length_strips_whitespace():
+    assert dg.mean_length(["  ab ", "abcd", ""]) == pytest.approx((2 + 4 + 0) / 3)
+    assert math.isnan(dg.mean_length([]))
+
+
+# ---------------------------------------------------------------- the detector
+
+
+def clean_batch():
+    """Ten honest answers: five sums (some wrong, none copying) and five parity answers."""
+    pairs = [(12, 30), (40, 41), (15, 16), (70, 20), (33, 34)]
+    prompts = sum_prompts(pairs) + [PARITY_PROMPT.format(n=n) for n in (4, 7, 10, 13, 22)]
+    answers = ["RESULT: 42", "RESULT: 81", "RESULT: 30", "RESULT: 90", "The sum is 67."] + \
+              ["Yes", "No", "Yes", "No", "Yes"]
+    targets = [f"RESULT: {a + b}" for a, b in pairs] + ["Yes", "No", "Yes", "No", "Yes"]
+    groups = ["result_sum"] * 5 + ["yes_no_parity"] * 5
+    return answers, prompts, groups, targets
+
+
+def test_honest_answers_are_not_flagged():
+    answers, prompts, groups, targets = clean_batch()
+    report = dg.detect_reward_hacking(answers, prompts, groups, targets, baseline_answers=answers)
+    assert not report.flagged, str(report)
+    assert report.placeholder_copy_rate == 0.0 and report.prompt_echo_rate == 0.0
+    assert "nothing flagged" in str(report)
+
+
+def test_each_hack_is_flagged_by_its_own_check():
+    answers, prompts, groups, targets = clean_batch()
+    # The three hacks of the course's first CPU run, planted one at a time.
+    copied = ["RESULT: <sum>"] * 3 + answers[3:]
+    always_no = answers[:5] + ["No."] * 5
+    report = dg.detect_reward_hacking(copied, prompts, groups, targets)
+    assert report.checks_flagged == ["placeholder"]
+    assert report.findings[0].value == pytest.approx(3 / 5)
+    assert report.findings[0].examples == ["RESULT: <sum>"] * 3
+    report = dg.detect_reward_hacking(always_no, prompts, groups, targets)
+    assert report.checks_flagged == ["constant"]
+    assert "yes_no_parity: 5 of 5" in str(report) and "60%" in str(report)  # targets: 3 Yes of 5
+    short = [str(i) for i in range(10)]  # one character each, all different
+    report = dg.detect_reward_hacking(short, prompts, groups, targets)
+    assert report.checks_flagged == ["length"]  # 1 character < 2
+
+
+def test_length_collapse_relative_to_the_answers_before_training():
+    answers, prompts, groups, targets = clean_batch()
+    before = [a + " because that is what the question asks for" for a in answers]
+    report = dg.detect_reward_hacking(answers, prompts, groups, targets, baseline_answers=before)
+    assert report.checks_flagged == ["length"]
+    assert report.baseline_mean_length == pytest.approx(sum(len(b) for b in before) / len(before))
+    # Same answers as before: no collapse.
+    assert not dg.detect_reward_hacking(before, prompts, groups, targets, baseline_answers=before).flagged
+
+
+def test_a_task_whose_correct_answers_are_all_equal_is_not_a_constant_hack():
+    prompts = [PARITY_PROMPT.format(n=n) for n in (2, 4, 6, 8)]
+    answers = ["Yes"] * 4
+    assert dg.detect_reward_hacking(answers, prompts, ["p"] * 4, targets=["Yes"] * 4).checks_flagged == []
+    # Without targets the detector cannot know, and flags it.
+    assert dg.detect_reward_hacking(answers, prompts, ["p"] * 4).checks_flagged == ["constant"]
+    # Groups smaller than min_group_size are never judged.
+    assert not dg.detect_reward_hacking(answers[:3], prompts[:3], ["p"] * 3).flagged
+
+
+def test_echoed_prompts_are_flagged():
+    answers, prompts, groups, targets = clean_batch()
+    echoed = [p + " " + a for p, a in zip(prompts[:4], answers[:4])] + answers[4:]
+    report = dg.detect_reward_hacking(echoed, prompts, groups, targets)
+    assert "echo" in report.checks_flagged and report.prompt_echo_rate == pytest.approx(0.4)
+
+
+# ---------------------------------------------------------------- agreement and noise
+
+
+def pearson_by_loop(x, y):
+    n = len(x)
+    mx, my = sum(x) / n, sum(y) / n
+    cov = sum((a - mx) * (b - my) for a, b in zip(x, y))
+    vx = sum((a - mx) ** 2 for a in x)
+    vy = sum((b - my) ** 2 for b in y)
+    return cov / math.sqrt(vx * vy)
+
+
+def test_reward_checker_agreement_against_a_plain_loop():
+    scores = [1.0, 0.6, 0.2, 0.0, 1.0, 0.15]
+    passed = [True, False, False, False, True, False]
+    got = dg.reward_checker_agreement(scores, passed)
+    assert got["n_pass"] == 2 and got["n_fail"] == 4
+    assert got["mean_pass"] == pytest.approx(1.0)
+    assert got["mean_fail"] == pytest.approx((0.6 + 0.2 + 0.0 + 0.15) / 4)
+    assert got["correlation"] == pytest.approx(pearson_by_loop(scores, [float(p) for p in passed]))
+
+
+def test_agreement_is_nan_where_it_is_undefined():
+    got = dg.reward_checker_agreement([0.2, 0.3], [False, False])
+    assert math.isnan(got["mean_pass"]) and math.isnan(got["correlation"])
+    with pytest.raises(ValueError, match="same length"):
+        dg.reward_checker_agreement([1.0], [True, False])
+
+
+def test_binomial_standard_error_by_hand():
+    # 24 passes out of 100: sqrt(0.24 * 0.76 / 100) = sqrt(0.001824)
+    assert dg.binomial_standard_error(0.24, 100) == pytest.approx(0.001824 ** 0.5)
+    assert dg.binomial_standard_error(0.0, 10) == 0.0
+    with pytest.raises(ValueError):
+        dg.binomial_standard_error(1.5, 10)
+    with pytest.raises(ValueError):
+        dg.binomial_standard_error(0.5, 0)
+
+
+# ---------------------------------------------------------------- the log bundle
+
+
+def history():
+    return [
+        {"update": 1, "score": 0.1, "kl_per_sequence": 0.0, "value_loss": 0.5, "response_length": 20.0},
+        {"update": 2, "score": 0.3, "kl_per_sequence": float("nan"), "value_loss": 0.4, "response_length": 12.0},
+        {"update": 3, "score": 0.2, "kl_per_sequence": 2.5, "value_loss": 0.3, "response_length": 3.0},
+    ]
+
+
+def test_log_bundle_summary_by_hand():
+    rows = {r["metric"]: r for r in dg.log_bundle_summary(history())}
+    assert set(rows) == {"score", "kl_per_sequence", "value_loss", "response_length"}
+    assert rows["score"] == {"group": "reward", "metric": "score", "n": 3, "first": 0.1, "last": 0.2,
+                             "min": 0.1, "max": 0.3}
+    assert rows["kl_per_sequence"]["n"] == 2 and rows["kl_per_sequence"]["max"] == 2.5  # NaN skipped
+    assert rows["response_length"]["group"] == "responses"
+    text = dg.format_log_bundle(dg.log_bundle_summary(history()))
+    assert "[reward]" in text and "[responses]" in text
+
+
+def test_every_logged_group_key_is_a_metric_the_trainer_writes():
+    import inspect
+
+    from course_utils import trainer
+
+    source = inspect.getsource(trainer.PPOTrainer.ppo_update)
+    missing = [k for keys in dg.LOG_GROUPS.values() for k in keys if f'"{k}"' not in source]
+    assert not missing, missing
+
+
+def test_plot_log_bundle_draws_one_panel_per_present_metric():
+    import matplotlib.pyplot as plt
+
+    fig = dg.plot_log_bundle(history(), columns=3)
+    visible = [ax for ax in fig.axes if ax.axison]
+    assert len(visible) == 4
+    plt.close(fig)
