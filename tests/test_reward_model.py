@@ -390,6 +390,9 @@ def test_checker_agreement_bookkeeping():
     assert out["mean_score_pass"] == pytest.approx(3.0) and out["mean_score_fail"] == pytest.approx(-0.5)
     assert out["point_biserial"] == pytest.approx(np.corrcoef([2, -1, 4, 0], [1, 0, 1, 0])[0, 1])
     assert [a["passed"] for a in out["answers"]] == [True, False, True, False]
+    assert out["by_tier"]["pass"] == {"n": 2, "mean_score": pytest.approx(3.0)}
+    assert out["by_tier"]["buried"] == {"n": 1, "mean_score": pytest.approx(0.0)}  # the code-fenced answer
+    assert [f["answer"] for f in out["top_scored_failures"]] == [answers[3], "nonsense"]
 
 
 def test_length_probe_paddings_fail_the_checker_except_whitespace(tiny_backbone):
@@ -413,7 +416,8 @@ def test_cli_parses_through_the_package_entry_point():
 
     args = build_parser().parse_args(["rm", "train", "--epochs", "3", "--out", "somewhere", "--max-pairs", "50"])
     sub = rm.build_parser().parse_args(args.rm_args)
-    assert (sub.action, sub.epochs, sub.out, sub.max_pairs, sub.response_format) == ("train", 3, "somewhere", 50, "visible")
+    got = (sub.action, sub.epochs, sub.out, sub.max_pairs, sub.response_format)
+    assert got == ("train", 3, "somewhere", 50, "visible")
     sub = rm.build_parser().parse_args(["eval", "--no-policy", "--summary", "x.json"])
     assert sub.no_policy and sub.summary == "x.json"
     with pytest.raises(SystemExit):
@@ -431,6 +435,7 @@ def test_cli_train_and_eval_end_to_end(tiny_backbone, tmp_path, capsys):
     assert "test pairs: accuracy" in capsys.readouterr().out
     summary = tmp_path / "summary.json"
     again = rm.main(["eval", "--model", str(out), "--no-policy", "--summary", str(summary), "--no-progress",
-                     "--threads", "1"])
+                     "--threads", "1", "--compare", str(out)])
+    assert again["comparison"]["test_pairs"]["accuracy"] == pytest.approx(again["test_pairs"]["accuracy"])
     assert json.loads(summary.read_text())["test_pairs"] == again["test_pairs"]
     assert again["test_pairs"]["accuracy"] == pytest.approx(metrics["test_pairs"]["accuracy"])
