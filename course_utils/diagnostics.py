@@ -11,8 +11,11 @@ dicts), so it can be tested on hand-made examples and run on any run's files:
     constant_answers(...)              per task family: the most common answer and its share
     detect_reward_hacking(...)         all of the above plus length collapse, with thresholds,
                                        as a HackingReport listing what it found
+    plot_reward_vs_heldout(...)        training score, KL and held-out pass rate on one time axis
     reward_checker_agreement(...)      does the reward agree with the checker? (mean score of
                                        passing vs failing answers, correlation)
+    per_family_score_and_pass(...)     mean reward and checker pass rate per task family
+    plot_score_vs_pass(...)            those two against each other, before and after training
     binomial_standard_error(p, n)      how much a pass rate on n prompts moves by chance
 
 The three hacks the detector looks for are the ones a small policy found by itself on this
@@ -45,7 +48,10 @@ __all__ = [
     "Finding",
     "HackingReport",
     "detect_reward_hacking",
+    "plot_reward_vs_heldout",
     "reward_checker_agreement",
+    "per_family_score_and_pass",
+    "plot_score_vs_pass",
     "binomial_standard_error",
 ]
 
@@ -134,6 +140,42 @@ def plot_log_bundle(history: Sequence[dict], groups: dict[str, Sequence[str]] | 
             ax.tick_params(labelsize=7)
             ax.grid(alpha=0.3)
         row += math.ceil(len(keys) / columns)
+    fig.tight_layout()
+    return fig
+
+
+def plot_reward_vs_heldout(history: Sequence[dict], evals: Sequence[dict]):
+    """Two panels on one update axis (pure: logs in, Figure out).
+
+    Left: the training score (per update) against the held-out pass rate and held-out mean reward
+    (per evaluation). Right: KL to the reference and response length. Read together: a score that
+    climbs while the pass rate stays flat, with KL jumping or length shrinking, is the picture
+    of reward hacking.
+    """
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 3.8))
+    steps = [h["update"] for h in history]
+    left.plot(steps, [h.get("score", np.nan) for h in history], "o-", ms=3, color="tab:blue",
+              label="training score (per update)")
+    if evals:
+        e_steps = [e["update"] for e in evals]
+        left.plot(e_steps, [e.get("mean_reward", np.nan) for e in evals], "s--", color="tab:purple",
+                  label="held-out mean reward")
+        left.plot(e_steps, [e["pass_rate"] for e in evals], "D-", color="tab:green", lw=2,
+                  label="held-out pass rate")
+    left.set_xlabel("update")
+    left.set_title("reward vs held-out pass rate", fontsize=10)
+    left.grid(alpha=0.3)
+    left.legend(fontsize=8)
+    right.plot(steps, [h.get("kl_per_sequence", np.nan) for h in history], "o-", ms=3, color="tab:red")
+    right.set_ylabel("KL to reference (nats / response)", color="tab:red")
+    right.set_xlabel("update")
+    right.grid(alpha=0.3)
+    twin = right.twinx()
+    twin.plot(steps, [h.get("response_length", np.nan) for h in history], "^-", ms=3, color="tab:gray")
+    twin.set_ylabel("response length (tokens)", color="tab:gray")
+    right.set_title("KL and response length", fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -377,15 +419,59 @@ def reward_checker_agreement(scores: Sequence[float], passed: Sequence[bool]) ->
     p = np.asarray(passed, dtype=bool)
     if s.shape != p.shape or s.ndim != 1:
         raise ValueError(f"scores {s.shape} and passed {p.shape} must be two lists of the same length")
+    from .reward_model import point_biserial  # the one implementation of the correlation
+
     nan = float("nan")
     mean_pass = float(s[p].mean()) if p.any() else nan
     mean_fail = float(s[~p].mean()) if (~p).any() else nan
-    if len(s) > 1 and s.std() > 0 and 0 < p.sum() < len(p):
-        correlation = float(np.corrcoef(s, p.astype(float))[0, 1])
-    else:
-        correlation = nan
+    correlation = point_biserial(s.tolist(), p.tolist()) if len(s) else nan
     return {"n": int(len(s)), "n_pass": int(p.sum()), "n_fail": int((~p).sum()), "mean_pass": mean_pass,
             "mean_fail": mean_fail, "gap": mean_pass - mean_fail, "correlation": correlation}
+
+
+def per_family_score_and_pass(groups: Sequence[str], scores: Sequence[float],
+                              passed: Sequence[bool]) -> dict[str, dict]:
+    """``{family: {"score": mean reward, "pass_rate": share passed, "n": answers}}``, families sorted."""
+    if not len(groups) == len(scores) == len(passed):
+        raise ValueError(f"{len(groups)} groups, {len(scores)} scores and {len(passed)} verdicts: "
+                         "give one of each per answer")
+    table: dict[str, list] = {}
+    for g, s, p in zip(groups, scores, passed):
+        table.setdefault(g, []).append((float(s), bool(p)))
+    return {g: {"score": float(np.mean([s for s, _ in rows])), "pass_rate": float(np.mean([p for _, p in rows])),
+                "n": len(rows)} for g, rows in sorted(table.items())}
+
+
+def plot_score_vs_pass(before: dict[str, dict], after: dict[str, dict] | None = None):
+    """Mean reward (x) against checker pass rate (y), one point per task family; with ``after``,
+    an arrow from each family's point before training to its point after (pure: Figure out).
+
+    Points far to the right of the diagonal are families where the reward pays for answers the
+    checker fails: the room a policy has to raise its reward without getting better.
+    """
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 5))
+    ax.plot([0, 1], [0, 1], color="0.8", lw=1, zorder=0)
+    for family, b in before.items():
+        ax.plot(b["score"], b["pass_rate"], "o", color="tab:gray")
+        end = b
+        if after is not None and family in after:
+            end = after[family]
+            ax.annotate("", xy=(end["score"], end["pass_rate"]), xytext=(b["score"], b["pass_rate"]),
+                        arrowprops=dict(arrowstyle="->", color="tab:blue"))
+            ax.plot(end["score"], end["pass_rate"], "o", color="tab:blue")
+        ax.annotate(family, (end["score"], end["pass_rate"]), fontsize=7, xytext=(4, 3),
+                    textcoords="offset points")
+    ax.set_xlabel("mean reward of the answers")
+    ax.set_ylabel("checker pass rate")
+    ax.set_xlim(-0.05, 1.1)
+    ax.set_ylim(-0.05, 1.1)
+    ax.set_title("reward vs checker, per task family" + (" (grey: before, blue: after)" if after else ""),
+                 fontsize=10)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
 
 
 def binomial_standard_error(p: float, n: int) -> float:

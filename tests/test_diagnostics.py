@@ -218,3 +218,39 @@ def test_plot_log_bundle_draws_one_panel_per_present_metric():
     visible = [ax for ax in fig.axes if ax.axison]
     assert len(visible) == 4
     plt.close(fig)
+
+
+def test_plot_reward_vs_heldout_has_both_panels():
+    import matplotlib.pyplot as plt
+
+    evals = [{"update": 0, "pass_rate": 0.1, "mean_reward": 0.2}, {"update": 3, "pass_rate": 0.1, "mean_reward": 0.4}]
+    fig = dg.plot_reward_vs_heldout(history(), evals)
+    assert len(fig.axes) == 3  # two panels and the length axis twinned on the right one
+    assert len(fig.axes[0].lines) == 3  # score, held-out reward, held-out pass rate
+    plt.close(fig)
+
+
+def test_per_family_score_and_pass_by_hand():
+    groups = ["b", "a", "b", "a", "b"]
+    scores = [1.0, 0.2, 0.6, 0.0, 1.0]
+    passed = [True, False, False, False, True]
+    table = dg.per_family_score_and_pass(groups, scores, passed)
+    assert list(table) == ["a", "b"]
+    assert table["a"] == {"score": pytest.approx(0.1), "pass_rate": 0.0, "n": 2}
+    assert table["b"] == {"score": pytest.approx(2.6 / 3), "pass_rate": pytest.approx(2 / 3), "n": 3}
+    with pytest.raises(ValueError, match="one of each"):
+        dg.per_family_score_and_pass(groups, scores[:2], passed)
+
+
+def test_plot_score_vs_pass_draws_a_point_per_family_and_arrows():
+    import matplotlib.pyplot as plt
+
+    before = {"a": {"score": 0.1, "pass_rate": 0.0, "n": 2}, "b": {"score": 0.5, "pass_rate": 0.3, "n": 3}}
+    after = {"a": {"score": 0.4, "pass_rate": 0.0, "n": 2}, "b": {"score": 0.9, "pass_rate": 0.8, "n": 3}}
+    fig = dg.plot_score_vs_pass(before, after)
+    ax = fig.axes[0]
+    points = [line for line in ax.lines if line.get_marker() == "o"]
+    assert len(points) == 4  # before and after for each family
+    arrows = [t for t in ax.texts if t.arrow_patch is not None]
+    assert len(arrows) == 2
+    plt.close(fig)
