@@ -26,7 +26,7 @@ model: $(STAMP)  ## convert the offline model once (idempotent)
 	$(PY) -m course_utils model
 
 lab: $(STAMP)  ## open JupyterLab on the lessons
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 test: test-unit test-notebooks  ## the whole suite: unit tests, then every notebook with nbval
 

@@ -420,6 +420,10 @@ class LearnedReward:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         folder = hub.check_model_folder(Path(path))
+        if (folder / "reward_model.json").is_file():  # written by `python -m course_utils rm train`
+            from .reward_model import load_reward_model
+
+            return load_reward_model(folder, device=device)
         settings = {}
         config_file = folder / "reward_config.json"
         if config_file.is_file():

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from test_foundation import free_port
+from test_foundation import free_port, root_flag
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = "week04_ratio_clipping.ipynb"
@@ -36,7 +36,7 @@ def lab_server(tmp_path):
                COURSE_FAST="1")
     server = subprocess.Popen(
         [str(Path(sys.executable).parent / "jupyter"), "lab", f"--notebook-dir={work}", "--no-browser",
-         "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={token}"],
+         "--ip=127.0.0.1", f"--port={port}", f"--IdentityProvider.token={token}", *root_flag()],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90

@@ -237,6 +237,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def root_flag() -> list[str]:
+    """Jupyter refuses to run as root without --allow-root (CI runs as root); `make lab` does the same."""
+    return ["--allow-root"] if os.geteuid() == 0 else []
+
+
 def test_jupyterlab_serves_the_notebooks_folder(tmp_path):
     """Start the same server as `make lab`, headless, and ask it for /lab and the notebook list."""
     port, token = free_port(), "course-test-token"
@@ -244,7 +249,8 @@ def test_jupyterlab_serves_the_notebooks_folder(tmp_path):
     env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(tmp_path), JUPYTER_CONFIG_DIR=str(tmp_path / "cfg"))
     server = subprocess.Popen(
         [str(jupyter), "lab", f"--notebook-dir={ROOT / 'notebooks'}", "--no-browser", "--ip=127.0.0.1",
-         f"--port={port}", f"--IdentityProvider.token={token}", "--ServerApp.open_browser=False"],
+         f"--port={port}", f"--IdentityProvider.token={token}", "--ServerApp.open_browser=False",
+         *root_flag()],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
     )
     try:
