@@ -453,6 +453,7 @@ def plot_score_vs_pass(before: dict[str, dict], after: dict[str, dict] | None = 
 
     fig, ax = plt.subplots(figsize=(6.5, 5))
     ax.plot([0, 1], [0, 1], color="0.8", lw=1, zorder=0)
+    labels: dict[tuple[float, float], list[str]] = {}  # families that end on the same point share a label
     for family, b in before.items():
         ax.plot(b["score"], b["pass_rate"], "o", color="tab:gray")
         end = b
@@ -461,8 +462,10 @@ def plot_score_vs_pass(before: dict[str, dict], after: dict[str, dict] | None = 
             ax.annotate("", xy=(end["score"], end["pass_rate"]), xytext=(b["score"], b["pass_rate"]),
                         arrowprops=dict(arrowstyle="->", color="tab:blue"))
             ax.plot(end["score"], end["pass_rate"], "o", color="tab:blue")
-        ax.annotate(family, (end["score"], end["pass_rate"]), fontsize=7, xytext=(4, 3),
-                    textcoords="offset points")
+        labels.setdefault((round(end["score"], 3), round(end["pass_rate"], 3)), []).append(family)
+    for (x, y), names in labels.items():
+        ax.annotate("\n".join(names), (x, y), fontsize=7, xytext=(4, 3), textcoords="offset points",
+                    va="bottom")
     ax.set_xlabel("mean reward of the answers")
     ax.set_ylabel("checker pass rate")
     ax.set_xlim(-0.05, 1.1)

@@ -254,3 +254,8 @@ def test_plot_score_vs_pass_draws_a_point_per_family_and_arrows():
     arrows = [t for t in ax.texts if t.arrow_patch is not None]
     assert len(arrows) == 2
     plt.close(fig)
+    # Families ending on the same point share one label instead of overprinting each other.
+    same = {"a": {"score": 0.0, "pass_rate": 0.0, "n": 1}, "b": {"score": 0.0, "pass_rate": 0.0, "n": 1}}
+    fig = dg.plot_score_vs_pass(same)
+    assert [t.get_text() for t in fig.axes[0].texts] == ["a\nb"]
+    plt.close(fig)
