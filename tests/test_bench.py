@@ -1,10 +1,9 @@
 """The speed/memory benchmark harness (course_utils.bench).
 
 The smoke test runs both trainers for real on the tiny model (one timed update each, no warm-up,
-4 episodes of 8 tokens)
-and checks the JSON it writes: keys, internal consistency, and that both sides generated the same
-number of tokens. The other tests check the comparison and the memory sampler on hand-made
-numbers, without starting a child process. No test asserts a wall time.
+4 episodes of 8 tokens) and checks the JSON it writes: keys, internal consistency, and that both
+sides generated the same number of tokens. Other tests check the comparison and the memory
+sampler on hand-made numbers, and that a failing child is reported. No test asserts a wall time.
 """
 
 import dataclasses
