@@ -91,7 +91,10 @@ def test_cliprange_slider_redraws_the_figure_in_a_real_browser(lab_server):
 
         after_text, after_src = before_text, before_src
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and (after_text == before_text or after_src == before_src):
+        def redrawn() -> bool:  # the output area is cleared and refilled: wait for the new text
+            return bool(PATTERN.search(after_text)) and after_text != before_text and after_src != before_src
+
+        while time.monotonic() < deadline and not redrawn():
             time.sleep(0.5)
             if report.count() and figure.count():
                 after_text, after_src = report.first.inner_text(), figure.first.get_attribute("src")
@@ -102,5 +105,10 @@ def test_cliprange_slider_redraws_the_figure_in_a_real_browser(lab_server):
     assert _value(after_text) > _value(before_text), "a narrower clip range must clip more tokens"
 
 
+PATTERN = re.compile(r"clip fraction: ([0-9.]+)")
+
+
 def _value(text: str) -> float:
-    return float(re.search(r"clip fraction: ([0-9.]+)", text).group(1))
+    match = PATTERN.search(text)
+    assert match, f"no clip fraction in {text!r}"
+    return float(match.group(1))
