@@ -44,6 +44,12 @@ GLOSSARY: dict[str, str] = {
     "training stability": "학습 안정성",
     "quiz": "확인 문제",
     "completion checklist": "완료 체크",
+    "rollout": "롤아웃",
+    "state": "상태 (state)",
+    "action": "행동 (action)",
+    "chat template": "채팅 템플릿",
+    "EOS token": "EOS 토큰",
+    "LoRA": "LoRA (저랭크 어댑터)",
 }
 
 MEANINGS: dict[str, str] = {
@@ -78,6 +84,12 @@ MEANINGS: dict[str, str] = {
     "training stability": "training that does not diverge, oscillate or collapse",
     "quiz": "the check-your-understanding questions at the end of a lesson",
     "completion checklist": "the list of things you should be able to do after a lesson",
+    "rollout": "the policy answering a batch of prompts, with the masks, log-probs and values PPO needs",
+    "state": "s_t: the prompt plus the response tokens generated before t",
+    "action": "a_t: the next token the policy generates",
+    "chat template": "the tokenizer's own conversation format; rendered with add_generation_prompt=True",
+    "EOS token": "the token that ends a response (SmolLM2: <|im_end|>, also its padding token)",
+    "LoRA": "low-rank adapters: W + (alpha/r)·B·A, only A and B trained; adapter off = the reference",
 }
 
 

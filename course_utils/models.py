@@ -659,7 +659,7 @@ class ModelBundle:
                  shared_with="policy backbone (one forward: logits and values)"
                  if policy.value_model is None else "- (separate value model)")
         )
-        reward_model = getattr(self.reward, "model", None)
+        reward_model = self.reward if isinstance(self.reward, nn.Module) else getattr(self.reward, "model", None)
         if isinstance(reward_model, nn.Module):
             t, f = count_parameters(reward_model)
             p = next(reward_model.parameters())
@@ -770,6 +770,8 @@ def load_bundle(
         value_model = AutoModel.from_pretrained(folder, dtype=dtype).to(device)
     policy = PolicyWithValue(lm, value_model)
     reward = reward if reward is not None else CheckerReward("partial")
+    if isinstance(reward, nn.Module):  # a learned reward model is frozen: PPO never trains it
+        reward.eval().requires_grad_(False)
     manifest = model_manifest(str(model), folder, tokenizer, policy, lora, reward, reference, seed)
     return ModelBundle(policy=policy, tokenizer=tokenizer, reward=reward, reference=reference,
                        manifest=manifest, device=device, lora=lora)
