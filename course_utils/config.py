@@ -149,7 +149,8 @@ class PPOConfig:
 
     # ----------------------------------------------------------------- fault injection (lessons, tests)
     inject_nan_reward_at: int = -1
-    """Test hook: from this update on, replace the rewards with NaN (-1: never)."""
+    """Test hook: replace the rewards with NaN from this update on, counted from 0 (so the first
+    NaN appears in logged update N+1); -1: never."""
 
     def validate(self) -> "PPOConfig":
         """Reject bad values with one message that names the field and the fix."""
