@@ -80,7 +80,7 @@ def test_cliprange_slider_redraws_the_figure_in_a_real_browser(lab_server):
         report = box.locator(".widget-output pre", has_text="clip fraction")
         figure = box.locator(".widget-output img")
         report.wait_for(timeout=120_000)
-        before_text, before_src = report.inner_text(), figure.get_attribute("src")
+        before_text, before_src = report.text_content(), figure.get_attribute("src")
 
         # Type a new value into the slider's readout, as a learner would, and press Enter.
         readout = slider.locator(".widget-readout")
@@ -97,7 +97,7 @@ def test_cliprange_slider_redraws_the_figure_in_a_real_browser(lab_server):
         while time.monotonic() < deadline and not redrawn():
             time.sleep(0.5)
             if report.count() and figure.count():
-                after_text, after_src = report.first.inner_text(), figure.first.get_attribute("src")
+                after_text, after_src = report.first.text_content(), figure.first.get_attribute("src")
         page.screenshot(path=str(Path(os.environ.get("COURSE_SCREENSHOT_DIR", "/tmp")) / "week04_browser.png"))
         browser.close()
     assert after_src != before_src, "the figure was not redrawn"
