@@ -145,3 +145,12 @@ def test_a_failing_child_is_reported_in_the_json_and_the_exit_status(tmp_path, c
     assert report["trl"] == {"skipped": True}
     assert report["ratios"]["episodes_per_s_ours_over_trl"] is None
     assert "ours FAILED" in capsys.readouterr().out
+
+
+def test_busy_machine_warning_only_above_the_core_count():
+    def report(load):
+        return {"machine": {"cpu_count": 2, "load_average_before": [load, 0, 0]}, "ours": {}, "trl": {"skipped": True}}
+
+    assert bench.busy_machine_note(report(2.4)) is None  # the benchmark's own 2 threads on 2 cores
+    note = bench.busy_machine_note(report(7.9))
+    assert note is not None and "7.9 on 2 cores" in note
