@@ -336,7 +336,8 @@ class PPOTrainer:
         n_seq, n_tok = global_sum([float(batch), float(mask.sum())])
         mean_seq_kl = global_sum([float(seq_kl.sum())])[0] / n_seq
         self.kl_controller.update(mean_seq_kl, int(n_seq))
-        non_score = (rewards - _score_on_last_token(scores, mask)).mul(mask).sum(1)
+        non_score = pm.kl_penalty_rewards(rollout.old_logprobs, rollout.ref_logprobs, mask, kl_coef,
+                                          cfg.kl_estimator).sum(1)  # the reward that is not the score
         adv_mean, adv_var = pm.global_masked_mean_var(raw_advantages, mask, unbiased=False)
         scalar = lambda xs: global_mean(float(np.mean(xs)) if xs else float("nan"))  # noqa: E731
         metrics = {
@@ -583,15 +584,6 @@ class PPOTrainer:
         """Save the trained weights (the LoRA adapter, or the full model) and the value head."""
         self.policy.lm.save_pretrained(self.run_dir / "policy")
         torch.save(self.policy.value_head.state_dict(), self.run_dir / "policy" / "value_head.pt")
-
-
-def _score_on_last_token(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Scores placed on each row's last real token (the part of the shaped reward that is not KL)."""
-    placed = torch.zeros_like(mask, dtype=scores.dtype)
-    last = pm.last_token_index(mask)
-    rows = torch.nonzero(last >= 0).squeeze(1)
-    placed[rows, last[rows]] = scores[rows]
-    return placed
 
 
 def _finite_or_nan(x: torch.Tensor) -> float:
