@@ -50,6 +50,12 @@ GLOSSARY: dict[str, str] = {
     "chat template": "채팅 템플릿",
     "EOS token": "EOS 토큰",
     "LoRA": "LoRA (저랭크 어댑터)",
+    "Bradley-Terry model": "Bradley–Terry 모델 (쌍 비교 선호 모델)",
+    "preference pair": "선호 답변 쌍 (chosen / rejected)",
+    "pairwise accuracy": "쌍 비교 정확도 (pairwise accuracy)",
+    "reward margin": "reward 차이 (reward margin)",
+    "length bias": "길이 편향 (length bias)",
+    "point-biserial correlation": "점이연 상관계수 (point-biserial correlation)",
 }
 
 MEANINGS: dict[str, str] = {
@@ -90,6 +96,12 @@ MEANINGS: dict[str, str] = {
     "chat template": "the tokenizer's own conversation format; rendered with add_generation_prompt=True",
     "EOS token": "the token that ends a response (SmolLM2: <|im_end|>, also its padding token)",
     "LoRA": "low-rank adapters: W + (alpha/r)·B·A, only A and B trained; adapter off = the reference",
+    "Bradley-Terry model": "P(chosen preferred over rejected) = σ(r_chosen − r_rejected); its loss is −log σ(r_c − r_r)",
+    "preference pair": "one prompt with a preferred (chosen) and a dispreferred (rejected) answer",
+    "pairwise accuracy": "share of held-out pairs where the reward model scores chosen strictly above rejected",
+    "reward margin": "r_chosen − r_rejected for one pair; only such differences are learned, not the zero point",
+    "length bias": "a reward model paying (or charging) for length itself rather than for a better answer",
+    "point-biserial correlation": "Pearson's r between a score and a pass/fail label coded 1/0",
 }
 
 
