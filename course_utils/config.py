@@ -229,8 +229,37 @@ def load_config(path: str | os.PathLike | None = None, **overrides) -> PPOConfig
     if os.environ.get(FAST_ENV_VAR, "0") not in ("", "0"):
         values.update(fast)
     values.update(overrides)
-    known = {f.name for f in fields(PPOConfig)}
-    unknown = sorted(set(values) - known)
+    known = {f.name: f.type for f in fields(PPOConfig)}
+    unknown = sorted(set(values) - set(known))
     if unknown:
         raise ValueError(f"Unknown config field(s) {unknown}. Known fields: {', '.join(sorted(known))}.")
+    values = {name: coerce_field(name, known[name], value) for name, value in values.items()}
     return PPOConfig(**values).validate()
+
+
+def coerce_field(name: str, declared: str, value):
+    """Turn a YAML or command-line value into the field's declared type, or say what is wrong.
+
+    YAML reads ``5e-4`` (no dot) as a string and ``1`` as an int; both are fine for a float field.
+    ``declared`` is the annotation as written in the dataclass (a string, because of
+    ``from __future__ import annotations``).
+    """
+    kinds = {"float": float, "int": int, "bool": bool, "str": str, "list": list}
+    kind = kinds.get(declared)
+    if kind is None or isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+        return value
+    if kind is float and not isinstance(value, bool):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            pass
+    if kind is int and isinstance(value, float) and value.is_integer():
+        return int(value)
+    wanted = {"float": "a number", "int": "an integer", "bool": "true or false", "str": "a string",
+              "list": "a list"}[declared]
+    raise ValueError(f"Config field {name} must be {wanted}, got {value!r} "
+                     f"({type(value).__name__}); e.g. {name}={_example(kind)}.")
+
+
+def _example(kind) -> str:
+    return {float: "0.0005", int: "16", bool: "true", str: "text", list: "[a, b]"}[kind]
