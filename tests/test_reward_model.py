@@ -439,3 +439,115 @@ def test_cli_train_and_eval_end_to_end(tiny_backbone, tmp_path, capsys):
     assert again["comparison"]["test_pairs"]["accuracy"] == pytest.approx(again["test_pairs"]["accuracy"])
     assert json.loads(summary.read_text())["test_pairs"] == again["test_pairs"]
     assert again["test_pairs"]["accuracy"] == pytest.approx(metrics["test_pairs"]["accuracy"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Lesson-6 plots: the drawn artists read back (by gid) against independent references
+# ---------------------------------------------------------------------------------------------
+
+
+def gid_artists(ax, gid):
+    found = [a for a in [*ax.lines, *ax.patches, *ax.collections] if a.get_gid() == gid]
+    assert found, f"no artist with gid {gid!r}"
+    return found
+
+
+def test_content_kinds_are_kinds_of_the_data_and_keep_the_form():
+    kinds = {p["kind"] for p in tasks.load_pairs("test")}
+    assert set(rm.CONTENT_KINDS) <= kinds
+    # a content error keeps the bare shape of an answer: the checker never calls it "buried" or a code fence
+    records = {r.id: r for r in tasks.load_split("test")}
+    for p in tasks.load_pairs("test"):
+        if p["kind"] in rm.CONTENT_KINDS:
+            assert tasks.check(records[p["prompt_id"]], p["rejected"]).tier in ("plain_wrong", "partial"), p
+
+
+def test_bradley_terry_plot_draws_softplus_and_its_slope():
+    margins = np.linspace(-6, 6, 49)
+    fig = rm.plot_bradley_terry_loss(margins)
+    left, right = fig.axes
+    (loss,) = gid_artists(left, "loss")
+    x, y = np.asarray(loss.get_xdata()), np.asarray(loss.get_ydata())
+    np.testing.assert_allclose(x, margins)
+    np.testing.assert_allclose(y, np.logaddexp(0.0, -margins), rtol=1e-12)  # -log sigma(d) = log(1 + e^-d)
+    (point,) = gid_artists(left, "ln 2")
+    assert point.get_ydata()[0] == pytest.approx(math.log(2))
+    (grad,) = gid_artists(right, "gradient")
+    np.testing.assert_allclose(np.asarray(grad.get_ydata()), -1.0 / (1.0 + np.exp(margins)), atol=1e-12)
+    with pytest.raises(ValueError, match="1-D"):
+        rm.plot_bradley_terry_loss([0.0])
+
+
+def test_training_history_plot_draws_the_steps_and_a_trailing_mean():
+    history = {"loss": [0.69, 0.6, 0.5, 0.4, 0.3], "accuracy": [0.0, 0.5, 1.0, 1.0, 0.5]}
+    fig = rm.plot_training_history(history, window=2)
+    left, right = fig.axes
+    (raw,) = gid_artists(left, "loss")
+    np.testing.assert_allclose(raw.get_ydata(), history["loss"])
+    np.testing.assert_allclose(raw.get_xdata(), [1, 2, 3, 4, 5])
+    (mean,) = gid_artists(left, "loss mean")
+    np.testing.assert_allclose(mean.get_ydata(), [0.69, 0.645, 0.55, 0.45, 0.35])  # by hand, window 2
+    (ln2,) = gid_artists(left, "ln 2")
+    assert ln2.get_ydata()[0] == pytest.approx(math.log(2))
+    (acc_mean,) = gid_artists(right, "accuracy mean")
+    np.testing.assert_allclose(acc_mean.get_ydata(), [0.0, 0.25, 0.75, 1.0, 0.75])
+    with pytest.raises(ValueError, match="equally long"):
+        rm.plot_training_history({"loss": [1.0], "accuracy": []})
+
+
+def test_pairwise_by_kind_plot_sorts_colours_and_marks_the_reference():
+    per_kind = {"spacing": {"n": 4, "accuracy": 0.75, "mean_margin": 1.0},
+                "wrong_arithmetic": {"n": 5, "accuracy": 0.4, "mean_margin": -0.1},
+                "code_fence": {"n": 6, "accuracy": 1.0, "mean_margin": 3.0}}
+    reference = {"wrong_arithmetic": {"accuracy": 0.6, "mean_margin": 0.0}}
+    fig = rm.plot_pairwise_by_kind(per_kind, reference)
+    acc_ax, margin_ax = fig.axes
+    bars = sorted(gid_artists(acc_ax, "form") + gid_artists(acc_ax, "content"), key=lambda b: b.get_y())
+    # barh draws from the bottom: best at the bottom, worst at the top
+    assert [b.get_width() for b in bars] == [1.0, 0.75, 0.4]
+    assert [b.get_gid() for b in bars] == ["form", "form", "content"]
+    labels = [t.get_text() for t in acc_ax.get_yticklabels()]
+    assert labels == ["code_fence (n=6)", "spacing (n=4)", "wrong_arithmetic (n=5)"]
+    margins = sorted(gid_artists(margin_ax, "form") + gid_artists(margin_ax, "content"), key=lambda b: b.get_y())
+    assert [b.get_width() for b in margins] == [3.0, 1.0, -0.1]
+    (ref,) = gid_artists(acc_ax, "reference")
+    assert list(ref.get_xdata()) == [0.6] and list(ref.get_ydata()) == [2]
+    with pytest.raises(ValueError, match="per_kind"):
+        rm.plot_pairwise_by_kind({})
+
+
+def test_scores_by_verdict_histograms_count_every_answer_once():
+    rng = np.random.default_rng(3)
+    scores = rng.normal(size=40)
+    passed = rng.random(40) < 0.25
+    tiers = ["pass" if p else rng.choice(["nothing", "plain_wrong", "buried"]) for p in passed]
+    fig = rm.plot_scores_by_verdict(scores, passed, tiers, bins=8)
+    hist_ax, tier_ax = fig.axes
+    edges = np.histogram_bin_edges(scores, bins=8)
+    for name, flag in (("pass", True), ("fail", False)):
+        heights = [p.get_height() for p in gid_artists(hist_ax, name)]
+        np.testing.assert_array_equal(heights, np.histogram(scores[passed == flag], bins=edges)[0])
+        (mean,) = gid_artists(hist_ax, f"mean {name}")
+        assert mean.get_xdata()[0] == pytest.approx(scores[passed == flag].mean())
+    for tier in set(tiers):
+        (points,) = gid_artists(tier_ax, f"tier {tier}")
+        assert sorted(points.get_xdata()) == sorted(s for s, t in zip(scores, tiers) if t == tier)
+    # the rows follow the checker's order, best first
+    shown = [t.get_text().split(" ")[0] for t in tier_ax.get_yticklabels()]
+    assert shown == [t for t in rm.TIER_ORDER if t in set(tiers)]
+    with pytest.raises(ValueError, match="one pass/fail flag per score"):
+        rm.plot_scores_by_verdict([1.0, 2.0], [True])
+
+
+def test_length_probe_plot_draws_one_bar_per_padding():
+    probe = {"n": 10, "mean_score_correct": 1.0,
+             "filler_x1": {"mean_delta": -2.0, "fraction_higher": 0.1, "checker_passes": 0, "example": "x"},
+             "trailing_newlines": {"mean_delta": 0.0, "fraction_higher": 0.0, "checker_passes": 10, "example": "x"}}
+    fig = rm.plot_length_probe(probe)
+    (ax,) = fig.axes
+    assert [b.get_height() for b in gid_artists(ax, "mean delta")] == [-2.0, 0.0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["filler_x1", "trailing_newlines"]
+    notes = [t.get_text() for t in ax.texts]
+    assert notes == ["higher: 10%\npasses: 0/10", "higher: 0%\npasses: 10/10"]
+    with pytest.raises(ValueError, match="length_probe"):
+        rm.plot_length_probe({"n": 3})
