@@ -304,7 +304,7 @@ def plot_token_advantages(advantages, mask=None, rewards=None, values=None, retu
         line.set_gid("return")
     bottom.legend(fontsize=8, loc="upper left")
     bottom.set_xlabel("response token t (0 = first generated token)")
-    bottom.set_ylabel("advantage")
+    bottom.set_ylabel("advantage / return" if returns is not None else "advantage")
     if title:
         top.set_title(title)
     return fig
@@ -351,6 +351,7 @@ def plot_whitening(raw, whitened_masked, whitened_naive, mask) -> Figure:
         ax.axvline(0.0, color="black", lw=0.8)
         ax.set_title(f"{name}\nmean {real.mean():+.2f}, std {real.std(ddof=1):.2f}", fontsize=9)
         ax.set_xlabel("value on real tokens")
+    axes[0][0].set_ylabel("tokens")
     return fig
 
 
@@ -383,7 +384,7 @@ def plot_value_fit(values, returns, mask=None, title: str = "") -> Figure:
 def plot_shaped_rewards(kl_penalties, scores_on_tokens, mask=None, title: str = "") -> Figure:
     """Per-token shaped reward of one response as stacked bars: KL penalty plus score.
 
-    ``kl_penalties`` is the non-score part ``-β·k_t`` (``ppo_math.kl_penalty_rewards``), and
+    ``kl_penalties`` is the non-score part ``-β·k1_t`` (``ppo_math.kl_penalty_rewards``), and
     ``scores_on_tokens`` is the score placed on the last real token (zeros elsewhere); both
     ``[T]``. Their sum is ``ppo_math.shaped_rewards``, drawn as black dots (gid "shaped").
     """
@@ -395,7 +396,7 @@ def plot_shaped_rewards(kl_penalties, scores_on_tokens, mask=None, title: str = 
     ax = axes[0][0]
     if mask is not None:
         _shade_padding(ax, _one_response(mask, "mask"))
-    bars = ax.bar(positions, pen, color=COLOURS["penalty"], label="non-score reward  -β·k_t")
+    bars = ax.bar(positions, pen, color=COLOURS["penalty"], label="non-score reward  -β·k1_t")
     _tag(bars, "penalty")
     # Both bars start at 0: the penalty points down, the score (one token only) points up.
     bars = ax.bar(positions, score, color=COLOURS["reward"], alpha=0.8, label="reward-model score (last real token)")
@@ -467,13 +468,14 @@ def plot_shaped_return_vs_beta(betas, totals, labels: Sequence[str] | None = Non
 
 
 def plot_kl_estimators(exact_kl, means: Mapping[str, object], stds: Mapping[str, object],
-                       sampled_means: Mapping[str, object] | None = None) -> Figure:
+                       sampled_means: Mapping[str, object] | None = None, n_samples: int | None = None) -> Figure:
     """Bias and spread of the KL sample estimators against the exact KL.
 
     ``exact_kl`` is ``[N]`` (one value per pair of distributions). ``means[k]`` is the exact
     expectation of estimator ``k`` under the sampling policy (``[N]``) and ``stds[k]`` its
     per-sample standard deviation. Left panel: bias = mean - exact (gid "bias k1", ...); right
-    panel: standard deviation (gid "std k1", ...). ``sampled_means`` adds Monte Carlo dots.
+    panel: standard deviation (gid "std k1", ...). ``sampled_means`` adds Monte Carlo dots (the
+    bias of a sample mean, one dot per distribution); ``n_samples``, if given, goes in their legend.
     """
     x = _to_numpy(exact_kl, "exact_kl")
     fig, axes = _new_figure(ncols=2, width=4.6)
@@ -487,6 +489,9 @@ def plot_kl_estimators(exact_kl, means: Mapping[str, object], stds: Mapping[str,
             dots.set_gid(f"sampled bias {kind}")
         (line,) = std_ax.plot(x, _to_numpy(stds[kind], kind), color=colour, label=kind)
         line.set_gid(f"std {kind}")
+    if sampled_means is not None:  # one grey legend entry explains the dots of every colour
+        what = f"mean of {n_samples:,} samples" if n_samples else "sampled mean"
+        bias_ax.scatter([], [], color="0.4", s=12, label=f"dots: {what}")
     bias_ax.axhline(0.0, color="0.5", lw=0.8)
     bias_ax.set_xlabel("exact KL(π ‖ π_ref), nats")
     bias_ax.set_ylabel("E[estimate] − KL")
@@ -514,6 +519,7 @@ def plot_kl_samples(samples: Mapping[str, object], exact_kl: float, bins: int = 
         ax.set_title(f"{kind}: {100 * (v < 0).mean():.0f}% of samples < 0", fontsize=9)
         ax.set_xlabel("per-token estimate")
         ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("sampled tokens")
     return fig
 
 

@@ -152,28 +152,38 @@ def gae_view(gamma: float, lam: float, reward_position: int, value: float = 0.0,
 
 def gae_text(summary: dict) -> str:
     """The widget's report line: the advantage of the first and of the last real token."""
-    return f"A at token 0: {summary['first']:+.3f}   A at the last real token: {summary['last']:+.3f}"
+    return f"A at token 0 (the first): {summary['first']:+.3f}   A at the last real token: {summary['last']:+.3f}"
 
 
-def gae_widget(max_len: int = 100, score: float = 2.0):
-    """Sliders for γ, λ, the reward position and a constant value guess over ``gae_view``."""
+def gae_widget(max_len: int = 100, score: float = 2.0, gamma: float = 1.0, lam: float = 0.95,
+               reward_position: int | None = None, value: float = 0.0):
+    """Sliders for γ, λ, the reward position and a constant value guess over ``gae_view``.
+
+    The sliders start at ``gamma``, ``lam``, ``reward_position`` (default: the last position,
+    ``max_len - 1``; positions count from 0) and ``value``, so a lesson can show the same settings
+    as a static ``gae_view`` figure next to it.
+    """
     w = _ipywidgets()
+    reward_position = max_len - 1 if reward_position is None else int(reward_position)
+    if not 0 <= reward_position < max_len:
+        raise ValueError(f"reward_position must be in [0, {max_len - 1}], got {reward_position}")
     style = {"description_width": "initial"}
-    gamma = w.FloatSlider(value=1.0, min=0.8, max=1.0, step=0.01, description="gamma γ", style=style,
-                          continuous_update=False)
-    lam = w.FloatSlider(value=0.95, min=0.0, max=1.0, step=0.01, description="lambda λ", style=style,
-                        continuous_update=False)
-    position = w.IntSlider(value=max_len - 1, min=0, max=max_len - 1, description="reward at token", style=style,
-                           continuous_update=False)
-    value = w.FloatSlider(value=0.0, min=-1.0, max=3.0, step=0.1, description="value guess V", style=style,
-                          continuous_update=False)
+    gamma_slider = w.FloatSlider(value=gamma, min=0.8, max=1.0, step=0.01, description="gamma γ", style=style,
+                                 continuous_update=False)
+    lam_slider = w.FloatSlider(value=lam, min=0.0, max=1.0, step=0.01, description="lambda λ", style=style,
+                               continuous_update=False)
+    position = w.IntSlider(value=reward_position, min=0, max=max_len - 1, description="reward at token",
+                           style=style, continuous_update=False)
+    value_slider = w.FloatSlider(value=value, min=-1.0, max=3.0, step=0.1, description="value guess V",
+                                 style=style, continuous_update=False)
 
     def update(gamma: float, lam: float, reward_position: int, value: float) -> None:
         fig, summary = gae_view(gamma, lam, reward_position, value, score, max_len)
         _show(fig, gae_text(summary))
 
-    output = w.interactive_output(update, {"gamma": gamma, "lam": lam, "reward_position": position, "value": value})
-    return w.VBox([w.HBox([gamma, lam]), w.HBox([position, value]), output])
+    output = w.interactive_output(update, {"gamma": gamma_slider, "lam": lam_slider, "reward_position": position,
+                                           "value": value_slider})
+    return w.VBox([w.HBox([gamma_slider, lam_slider]), w.HBox([position, value_slider]), output])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -200,9 +200,46 @@ def test_gae_view_closed_form_with_no_value_head():
     _, summary = widgets.gae_view(1.0, 0.95, 99, value=0.0, score=2.0)
     t = np.arange(100)
     np.testing.assert_allclose(summary["advantages"].numpy(), 2.0 * 0.95 ** (99 - t), rtol=1e-12)
-    assert "A at token 0: +0.012" in widgets.gae_text(summary)
+    assert "A at token 0 (the first): +0.012" in widgets.gae_text(summary)
     with pytest.raises(ValueError, match="reward_position"):
         widgets.gae_view(1.0, 0.95, 100)
+
+
+def test_gae_widget_starts_where_it_is_told_and_redraws(capsys):
+    ipywidgets = pytest.importorskip("ipywidgets")
+    box = widgets.gae_widget(gamma=0.99, lam=0.5, reward_position=60, value=1.0)
+    sliders = {s.description: s for row in box.children[:2] for s in row.children}
+    start = {name: sliders[name].value for name in ("gamma γ", "lambda λ", "reward at token", "value guess V")}
+    assert start == {"gamma γ": 0.99, "lambda λ": 0.5, "reward at token": 60, "value guess V": 1.0}
+    default = {s.description: s.value for row in widgets.gae_widget().children[:2] for s in row.children}
+    assert default["reward at token"] == 99 and default["gamma γ"] == 1.0
+    capsys.readouterr()
+    sliders["lambda λ"].value = 0.0  # outside a kernel the output area prints to stdout
+    expected = widgets.gae_text(widgets.gae_view(0.99, 0.0, 60, value=1.0)[1])
+    assert expected in capsys.readouterr().out
+    with pytest.raises(ValueError, match="reward_position"):
+        widgets.gae_widget(max_len=10, reward_position=10)
+
+
+def test_every_lesson_plot_labels_its_axes():
+    # A learner must be able to read each axis: every panel that draws data has both labels.
+    adv = torch.tensor([0.1, 0.2, 0.3])
+    figs = [
+        plots.plot_token_advantages(adv, rewards=adv, values=adv, returns=adv),
+        plots.plot_whitening(adv[None], adv[None], adv[None], torch.ones(1, 3)),
+        plots.plot_kl_samples({"k1": [0.1, -0.2], "k3": [0.1, 0.2]}, exact_kl=0.1),
+        plots.plot_kl_estimators([0.1, 0.2], {"k1": [0.1, 0.2]}, {"k1": [1.0, 1.0]}, {"k1": [0.1, 0.25]}, 500),
+        plots.plot_shaped_rewards(-adv, torch.tensor([0.0, 0.0, 2.0])),
+    ]
+    for fig in figs:  # stacked panels share the x label of the bottom one
+        assert fig.axes[-1].get_xlabel() and fig.axes[0].get_ylabel(), fig.axes[0].get_title()
+    assert figs[0].axes[1].get_ylabel() == "advantage / return"
+    assert plots.plot_token_advantages(adv).axes[1].get_ylabel() == "advantage"
+    # the Monte Carlo dots of the bias panel are explained in the legend, with the sample count
+    legend = [t.get_text() for t in figs[3].axes[0].get_legend().get_texts()]
+    assert "dots: mean of 500 samples" in legend
+    legend = [t.get_text() for t in figs[4].axes[0].get_legend().get_texts()]
+    assert any("-β·k1_t" in text for text in legend)
 
 
 def test_token_advantage_plot_rejects_a_batch():
