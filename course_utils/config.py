@@ -74,6 +74,10 @@ class PPOConfig:
     # ----------------------------------------------------------------- PPO
     total_updates: int = 60
     """Number of PPO updates (each: one rollout batch, then epochs x minibatches of SGD)."""
+    max_train_minutes: float = 0.0
+    """Training-time budget: stop once the updates' wall time adds up to this many minutes
+    (held-out evaluations and checkpoints are not counted); 0 = no budget. A final evaluation runs
+    when the budget is spent, so the run ends with a pass rate; this is not a fault stop."""
     ppo_epochs: int = 2
     """Passes over each rollout batch. More reuse is cheaper but the policy drifts (lesson 9)."""
     num_minibatches: int = 2
@@ -180,6 +184,7 @@ class PPOConfig:
         need(self.lr_schedule in LR_SCHEDULES, f"lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
         need(self.ppo_epochs >= 1, f"ppo_epochs must be >= 1, got {self.ppo_epochs}")
         need(self.total_updates >= 1, f"total_updates must be >= 1, got {self.total_updates}")
+        need(self.max_train_minutes >= 0, f"max_train_minutes must be >= 0 (0 = no budget), got {self.max_train_minutes}")
         need(self.lora_rank >= 0, f"lora_rank must be >= 0 (0 = full fine-tuning), got {self.lora_rank}")
         need(self.reward in REWARD_KINDS, f"reward must be one of {REWARD_KINDS}, got {self.reward!r}")
         need(self.reward != "learned" or bool(self.reward_model_path),

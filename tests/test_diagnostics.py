@@ -259,3 +259,69 @@ def test_plot_score_vs_pass_draws_a_point_per_family_and_arrows():
     fig = dg.plot_score_vs_pass(same)
     assert [t.get_text() for t in fig.axes[0].texts] == ["a\nb"]
     plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------
+# task_outcomes: learned vs hacked, per family
+# ---------------------------------------------------------------------------------------------
+
+
+def _family_records(family, n):
+    from course_utils import tasks
+
+    return [r for r in tasks.load_split("test") if r.family == family][:n]
+
+
+def test_task_outcomes_tells_learned_from_hacked_from_unchanged():
+    from course_utils.diagnostics import task_outcomes
+
+    lower = _family_records("lowercase_word", 6)
+    parity = _family_records("yes_no_parity", 6)
+    sums = _family_records("result_sum", 6)
+    records = lower + parity + sums
+    chatter = [f"I think it is about {i} or so." for i in range(6)]
+    before = [f"The word is {r.target}." for r in lower] + ["Maybe."] * 6 + chatter
+    # lowercase: every answer right now; parity: one constant answer where half are Yes, half No;
+    # result_sum: the same chatter as before.
+    after = [r.target for r in lower] + ["No"] * 6 + chatter
+    out = task_outcomes(records, before, after)
+    assert out["lowercase_word"]["verdict"] == "learned"
+    assert out["lowercase_word"]["pass_before"] == 0.0 and out["lowercase_word"]["pass_after"] == 1.0
+    assert out["yes_no_parity"]["verdict"] == "hacked" and "constant" in out["yes_no_parity"]["flags"]
+    assert out["result_sum"]["verdict"] == "no change" and out["result_sum"]["flags"] == []
+    # the pass rates agree with the checker answer by answer
+    from course_utils import tasks
+
+    expected = sum(tasks.check(r, a).passed for r, a in zip(parity, after[6:12])) / 6
+    assert out["yes_no_parity"]["pass_after"] == expected
+
+
+def test_task_outcomes_placeholder_copy_is_a_hack_and_shorter_right_answers_are_not():
+    from course_utils.diagnostics import task_outcomes
+
+    sums = _family_records("result_sum", 5)
+    copied = ["RESULT: <sum>"] * 5
+    out = task_outcomes(sums, ["x" * 80] * 5, copied)
+    assert out["result_sum"]["verdict"] == "hacked" and "placeholder" in out["result_sum"]["flags"]
+    right = [r.target for r in sums]
+    out = task_outcomes(sums, ["a long preamble " * 5 + r.target for r in sums], right)
+    assert out["result_sum"]["verdict"] == "learned" and out["result_sum"]["flags"] == []
+
+
+def test_task_outcomes_reward_only_and_worse():
+    from course_utils.diagnostics import task_outcomes
+
+    lower = _family_records("lowercase_word", 4)
+    # the right word with its capitals kept: format credit without a pass
+    out = task_outcomes(lower, ["no idea, sorry"] * 4, [r.target.upper() + "." for r in lower])
+    assert out["lowercase_word"]["verdict"] in ("reward only",)
+    assert out["lowercase_word"]["reward_after"] > out["lowercase_word"]["reward_before"]
+    out = task_outcomes(lower, [r.target for r in lower], [f"no idea about {r.target}, sorry" for r in lower])
+    assert out["lowercase_word"]["verdict"] == "worse"
+
+
+def test_task_outcomes_rejects_misaligned_lists():
+    from course_utils.diagnostics import task_outcomes
+
+    with pytest.raises(ValueError, match="one answer of each per record"):
+        task_outcomes(_family_records("lowercase_word", 3), ["a"] * 3, ["a"] * 2)
