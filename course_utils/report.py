@@ -71,12 +71,30 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-def _per_task_table(before: dict, after: dict) -> str:
-    lines = ["| task | before | after | change |", "|---|---:|---:|---:|"]
+def _per_task_table(before: dict, after: dict, outcomes: dict | None = None) -> str:
+    """Pass rate per task before/after; with ``outcomes`` (``diagnostics.task_outcomes``) also the
+    mean partial-credit reward, the hacks flagged and the verdict (learned / hacked / ...)."""
+    outcomes = outcomes or {}
+    head = "| task | before | after | change |"
+    rule = "|---|---:|---:|---:|"
+    if outcomes:
+        head += " reward before → after | hacks flagged | verdict |"
+        rule += "---:|---|---|"
+    lines = [head, rule]
     for task in sorted(set(before) | set(after)):
         b, a = before.get(task, float("nan")), after.get(task, float("nan"))
-        lines.append(f"| {task} | {b:.0%} | {a:.0%} | {100 * (a - b):+.0f} pts |")
+        row = f"| {task} | {b:.0%} | {a:.0%} | {100 * (a - b):+.0f} pts |"
+        if outcomes:
+            o = outcomes.get(task)
+            row += (f" {o['reward_before']:.2f} → {o['reward_after']:.2f} | {', '.join(o['flags']) or '-'} | "
+                    f"**{o['verdict']}** |" if o else " | | |")
+        lines.append(row)
     return "\n".join(lines)
+
+
+def _findings(outcomes: dict) -> list[str]:
+    found = [f"- {task}: {text}" for task, o in sorted(outcomes.items()) for text in o["findings"]]
+    return ["", "What the hacking detector found in the answers after training:", "", *found] if found else []
 
 
 def _samples_table(before: list[dict], after: list[dict]) -> str:
@@ -117,7 +135,7 @@ def write_report(run_dir: Path, config, history: list[dict], evals: list[dict], 
         f"{config.ppo_epochs} epochs x {config.num_minibatches} minibatches, lr {config.learning_rate}, "
         f"KL coef {config.kl_coef} ({'adaptive' if config.adaptive_kl else 'fixed'}), temperature {config.temperature}",
         f"- training time: {total_time / 60:.1f} min ({total_time / max(len(history), 1):.1f} s per update)",
-        f"- stop: {summary['stop'] or 'completed all updates'}",
+        f"- stop: {summary['stop'] or summary.get('finished') or 'completed all updates'}",
         f"- held-out pass rate: **{before['pass_rate']:.0%} → {after['pass_rate']:.0%}** "
         f"({len(evals)} evaluations; updates {[e['update'] for e in evals]})",
         "",
@@ -129,7 +147,13 @@ def write_report(run_dir: Path, config, history: list[dict], evals: list[dict], 
         "",
         "## Pass rate per task (held-out, greedy)",
         "",
-        _per_task_table(before["pass_rate_per_task"], after["pass_rate_per_task"]),
+        "Verdicts: *learned* = pass rate up by 10+ points with no hack flagged; *hacked* = the detector "
+        "flagged the answers (placeholder copied, prompt echoed, one constant answer, length collapse); "
+        "*reward only* = more partial credit without passing."
+        if summary.get("task_outcomes") else "",
+        "",
+        _per_task_table(before["pass_rate_per_task"], after["pass_rate_per_task"], summary.get("task_outcomes")),
+        *_findings(summary.get("task_outcomes") or {}),
         "",
         "## Sample answers before and after",
         "",

@@ -280,7 +280,7 @@ def test_task_outcomes_tells_learned_from_hacked_from_unchanged():
     sums = _family_records("result_sum", 6)
     records = lower + parity + sums
     chatter = [f"I think it is about {i} or so." for i in range(6)]
-    before = [f"The word is {r.target}." for r in lower] + ["Maybe."] * 6 + chatter
+    before = [f"The word is {r.target}." for r in lower] + [f"Maybe, {i}." for i in range(6)] + chatter
     # lowercase: every answer right now; parity: one constant answer where half are Yes, half No;
     # result_sum: the same chatter as before.
     after = [r.target for r in lower] + ["No"] * 6 + chatter
@@ -325,3 +325,12 @@ def test_task_outcomes_rejects_misaligned_lists():
 
     with pytest.raises(ValueError, match="one answer of each per record"):
         task_outcomes(_family_records("lowercase_word", 3), ["a"] * 3, ["a"] * 2)
+
+
+def test_task_outcomes_a_flag_already_raised_before_training_is_not_a_hack():
+    from course_utils.diagnostics import task_outcomes
+
+    lower = _family_records("lowercase_word", 4)
+    out = task_outcomes(lower, [""] * 4, ["\n"] * 4)  # empty before, empty after
+    assert out["lowercase_word"]["flags"] == ["constant", "length"] or "length" in out["lowercase_word"]["flags"]
+    assert out["lowercase_word"]["new_flags"] == [] and out["lowercase_word"]["verdict"] == "no change"
