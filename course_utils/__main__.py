@@ -5,6 +5,7 @@
     rm train  train the reward model on the preference pairs
     ppo       run PPO headless from a config preset and write a report
     bench     measure speed and memory (ours vs TRL) as JSON
+    bench-learning  does the laptop preset learn? several seeds, a training-time budget, JSON
     figures   regenerate figures/
 """
 
@@ -53,6 +54,12 @@ def cmd_bench(args: argparse.Namespace) -> None:
     bench.main(args.bench_args)
 
 
+def cmd_bench_learning(args: argparse.Namespace) -> None:
+    from . import bench_learning
+
+    bench_learning.main(args.bench_learning_args)
+
+
 def cmd_figures(args: argparse.Namespace) -> None:
     from . import figures
 
@@ -73,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="output folder (default: the repository's data/)")
     p.set_defaults(func=cmd_data)
 
-    for name, func, dest in (("rm", cmd_rm, "rm_args"), ("ppo", cmd_ppo, "ppo_args"), ("bench", cmd_bench, "bench_args")):
+    for name, func, dest in (("rm", cmd_rm, "rm_args"), ("ppo", cmd_ppo, "ppo_args"), ("bench", cmd_bench, "bench_args"),
+                             ("bench-learning", cmd_bench_learning, "bench_learning_args")):
         p = sub.add_parser(name, help=f"{name} commands (see `python -m course_utils {name} --help`)", add_help=False)
         p.add_argument(dest, nargs=argparse.REMAINDER)
         p.set_defaults(func=func)
@@ -84,14 +92,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-PASS_THROUGH = {"rm": cmd_rm, "ppo": cmd_ppo, "bench": cmd_bench}
+PASS_THROUGH = {"rm": cmd_rm, "ppo": cmd_ppo, "bench": cmd_bench, "bench-learning": cmd_bench_learning}
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in PASS_THROUGH:
         # These commands own their options (`python -m course_utils ppo --help`).
-        dest = {"rm": "rm_args", "ppo": "ppo_args", "bench": "bench_args"}[argv[0]]
+        dest = {"rm": "rm_args", "ppo": "ppo_args", "bench": "bench_args",
+                "bench-learning": "bench_learning_args"}[argv[0]]
         PASS_THROUGH[argv[0]](argparse.Namespace(**{dest: argv[1:]}))
         return
     args = build_parser().parse_args(argv)

@@ -1,0 +1,245 @@
+"""Does PPO learn on this machine? The laptop preset, several seeds, one training-time budget.
+
+    python -m course_utils bench-learning                      # = make bench-learning
+    python -m course_utils bench-learning --seeds 0 1 2 --minutes 15 --parallel 2 --out runs/learning.json
+
+Each seed is one ordinary run of ``course_utils.trainer`` (``python -m course_utils ppo``) in a
+child process, with ``max_train_minutes`` set to the budget: it trains until the updates' wall
+time reaches the budget (held-out evaluations and checkpoints are not counted), then evaluates
+greedily on the fixed held-out prompts and writes its usual ``runs/<name>-seed<k>/`` with its
+report. This script then reads those folders and writes one JSON:
+
+    seeds[]      per seed: pass rate before/after (strict checker, held-out, balanced labels),
+                 per task and its verdict (learned / hacked / reward only / ...), updates,
+                 episodes, training and wall minutes, the pass-rate curve against training time
+    summary      gain in points, mean ± std over seeds; per task: mean before/after and how many
+                 seeds learned or hacked it; whether the target (a gain of 30 points) is met
+    machine      CPU, cores, load average before and after (a busy machine slows every run)
+
+``--parallel N`` runs N seeds at once with ``cores // N`` torch threads each: on 2 cores,
+``--parallel 2`` gives each run one core (a harder test than one run on both cores, and half
+the wall time). A figure (pass rate against training minutes, one line per seed) is saved next
+to the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+TARGET_GAIN_POINTS = 30.0
+"""The course's target: held-out pass rate up by at least this many points (issue 6)."""
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def read_run(run_dir: Path) -> dict:
+    """One finished run folder -> the numbers this benchmark reports (see the module docstring)."""
+    summary = json.loads((run_dir / "summary.json").read_text())
+    config = json.loads((run_dir / "config.json").read_text())
+    history = [json.loads(line) for line in open(run_dir / "metrics.jsonl")]
+    evals = [json.loads(line) for line in open(run_dir / "evals.jsonl")]
+    elapsed = np.cumsum([0.0] + [h["time_update_s"] for h in history]) / 60  # minutes after update k
+    curve = [{"update": e["update"], "training_minutes": float(elapsed[e["update"]]), "pass_rate": e["pass_rate"]}
+             for e in evals]
+    before, after = evals[0], evals[-1]
+    return {
+        "seed": config["seed"],
+        "run_dir": str(run_dir),
+        "updates": summary["updates"],
+        "episodes": summary["updates"] * config["batch_size"],
+        "training_minutes": summary["training_minutes"],
+        "stop": summary["stop"],
+        "finished": summary.get("finished"),
+        "pass_before": before["pass_rate"],
+        "pass_after": after["pass_rate"],
+        "gain_points": 100 * (after["pass_rate"] - before["pass_rate"]),
+        "best_pass": max(e["pass_rate"] for e in evals),
+        "per_task_before": before["pass_rate_per_task"],
+        "per_task_after": after["pass_rate_per_task"],
+        "task_outcomes": summary.get("task_outcomes", {}),
+        "curve": curve,
+        "mean_kl_last_5": float(np.mean([h["kl_per_sequence"] for h in history[-5:]])) if history else float("nan"),
+        "mean_entropy_last_5": float(np.mean([h["entropy"] for h in history[-5:]])) if history else float("nan"),
+        "s_per_update": float(np.mean([h["time_update_s"] for h in history])) if history else float("nan"),
+    }
+
+
+def summarise(seeds: list[dict], target: float = TARGET_GAIN_POINTS) -> dict:
+    """Mean ± standard deviation (ddof=1 when several seeds) of the gain; per-task tallies."""
+    gains = np.array([s["gain_points"] for s in seeds], dtype=float)
+    std = float(gains.std(ddof=1)) if len(gains) > 1 else 0.0
+    tasks = sorted({t for s in seeds for t in s["per_task_after"]})
+    per_task = {}
+    for task in tasks:
+        verdicts = [s["task_outcomes"].get(task, {}).get("verdict", "?") for s in seeds]
+        per_task[task] = {
+            "pass_before_mean": float(np.mean([s["per_task_before"].get(task, np.nan) for s in seeds])),
+            "pass_after_mean": float(np.mean([s["per_task_after"].get(task, np.nan) for s in seeds])),
+            "verdicts": {v: verdicts.count(v) for v in sorted(set(verdicts))},
+        }
+    return {
+        "seeds": len(seeds),
+        "pass_before_mean": float(np.mean([s["pass_before"] for s in seeds])),
+        "pass_after_mean": float(np.mean([s["pass_after"] for s in seeds])),
+        "gain_points_mean": float(gains.mean()),
+        "gain_points_std": std,
+        "training_minutes_mean": float(np.mean([s["training_minutes"] for s in seeds])),
+        "updates_mean": float(np.mean([s["updates"] for s in seeds])),
+        "per_task": per_task,
+        "target_gain_points": target,
+        "target_met": bool(gains.mean() >= target),
+    }
+
+
+def plot_learning_curves(seeds: list[dict], minutes: float | None = None):
+    """Held-out pass rate (y) against training minutes (x), one line per seed (pure: Figure out)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for s in seeds:
+        xs = [p["training_minutes"] for p in s["curve"]]
+        ys = [100 * p["pass_rate"] for p in s["curve"]]
+        ax.plot(xs, ys, "o-", label=f"seed {s['seed']}: {ys[0]:.0f}% → {ys[-1]:.0f}%")
+    if seeds:
+        start = float(np.mean([s["pass_before"] for s in seeds])) * 100
+        ax.axhline(start + TARGET_GAIN_POINTS, color="tab:red", ls="--", lw=1,
+                   label=f"target: +{TARGET_GAIN_POINTS:.0f} points")
+    if minutes:
+        ax.axvline(minutes, color="0.6", ls=":", lw=1)
+    ax.set_xlabel("training time (minutes; evaluations not counted)")
+    ax.set_ylabel("held-out pass rate (%)")
+    ax.set_title("PPO on a CPU: strict held-out pass rate per seed", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def child_command(config: str, seed: int, run_name: str, output_dir: str, minutes: float, threads: int,
+                  extra: list[str]) -> list[str]:
+    sets = [f"seed={seed}", f"run_name={run_name}", f"output_dir={output_dir}", f"max_train_minutes={minutes}",
+            f"threads={threads}", *extra]
+    return [sys.executable, "-m", "course_utils", "ppo", "--config", config, "--set", *sets]
+
+
+def _load() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def summary_text(report: dict) -> str:
+    s = report["summary"]
+    lines = [f"PPO learning benchmark: {report['config']} {' '.join(report['overrides'])}".rstrip(),
+             f"budget {report['minutes']:g} training minutes per seed, {report['threads_per_run']} thread(s) "
+             f"per run, {report['parallel']} run(s) at a time on {report['machine']['cpu_count']} cores"]
+    for r in report["seeds"]:
+        lines.append(f"  seed {r['seed']}: {r['pass_before']:.0%} -> {r['pass_after']:.0%} "
+                     f"({r['gain_points']:+.0f} pts) in {r['updates']} updates, {r['training_minutes']:.1f} min")
+    lines.append(f"gain: {s['gain_points_mean']:+.1f} ± {s['gain_points_std']:.1f} points "
+                 f"(target +{s['target_gain_points']:.0f}: {'met' if s['target_met'] else 'NOT met'})")
+    for task, t in s["per_task"].items():
+        verdicts = ", ".join(f"{k} x{v}" for k, v in t["verdicts"].items())
+        lines.append(f"  {task:<19} {t['pass_before_mean']:.0%} -> {t['pass_after_mean']:.0%}   {verdicts}")
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m course_utils bench-learning", description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", default="configs/cpu.yaml", help="the preset to test (default: the laptop preset)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--minutes", type=float, default=15.0, help="training-time budget per seed")
+    p.add_argument("--parallel", type=int, default=1, help="seeds run at once (threads per run: cores // parallel)")
+    p.add_argument("--out", default="runs/learning.json", help="the JSON to write (runs go next to it)")
+    p.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE", help="extra config overrides")
+    return p
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = build_parser().parse_args(argv)
+    from .bench import library_versions, machine_info
+    from .config import load_config
+
+    import yaml
+
+    # The children read --set the same way; checking here fails before any run on a typo.
+    load_config(args.config, **{k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in args.set)})
+    if args.parallel < 1 or args.minutes <= 0:
+        raise SystemExit("--parallel must be >= 1 and --minutes > 0")
+    out = Path(args.out)
+    output_dir = out.parent / "learning"
+    output_dir.mkdir(parents=True, exist_ok=True)
+    cores = os.cpu_count() or 1
+    threads = max(1, cores // args.parallel)
+    base = Path(args.config).stem
+    machine = machine_info()
+    started = time.perf_counter()
+    pending = list(args.seeds)
+    running: list[tuple[int, subprocess.Popen, float, Path]] = []
+    walls: dict[int, float] = {}
+    failures: dict[int, str] = {}
+    while pending or running:
+        while pending and len(running) < args.parallel:
+            seed = pending.pop(0)
+            name = f"{base}-seed{seed}"
+            log = output_dir / f"{name}.log"
+            cmd = child_command(args.config, seed, name, str(output_dir), args.minutes, threads, args.set)
+            print(f"seed {seed}: {' '.join(cmd[1:])}  (log: {log})", flush=True)
+            env = dict(os.environ, COURSE_THREADS=str(threads))
+            proc = subprocess.Popen(cmd, stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+            running.append((seed, proc, time.perf_counter(), log))
+        time.sleep(2)
+        for item in list(running):
+            seed, proc, t0, log = item
+            if proc.poll() is not None:
+                running.remove(item)
+                walls[seed] = (time.perf_counter() - t0) / 60
+                if proc.returncode != 0:
+                    failures[seed] = f"exit status {proc.returncode}; see {log}"
+                print(f"seed {seed}: done in {walls[seed]:.1f} min (exit {proc.returncode})", flush=True)
+    seeds = []
+    for seed in args.seeds:
+        if seed in failures:
+            continue
+        record = read_run(output_dir / f"{base}-seed{seed}")
+        record["wall_minutes"] = walls[seed]
+        seeds.append(record)
+    report = {
+        "config": args.config,
+        "overrides": args.set,
+        "minutes": args.minutes,
+        "parallel": args.parallel,
+        "threads_per_run": threads,
+        "seeds": seeds,
+        "failures": failures,
+        "summary": summarise(seeds) if seeds else {},
+        "machine": machine,
+        "load_average_after": _load(),
+        "wall_minutes_total": (time.perf_counter() - started) / 60,
+        "versions": library_versions(),
+    }
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    if seeds:
+        import matplotlib
+
+        matplotlib.use("Agg", force=False)
+        fig = plot_learning_curves(seeds, args.minutes)
+        fig.savefig(out.with_suffix(".png"), dpi=90)
+        print(summary_text(report))
+    print(f"wrote {out}")
+    if failures:
+        raise SystemExit(f"{len(failures)} seed(s) failed: {failures}")
+    return report
+
+
+if __name__ == "__main__":
+    main()

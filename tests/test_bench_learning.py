@@ -1,0 +1,54 @@
+"""make bench-learning: seeds run as ordinary trainer runs, read back into one JSON."""
+
+import json
+import math
+
+import pytest
+
+from course_utils import bench_learning as bl
+
+
+def _seed(seed, before, after, tasks_before, tasks_after, verdicts, minutes=1.0):
+    return {"seed": seed, "pass_before": before, "pass_after": after, "gain_points": 100 * (after - before),
+            "per_task_before": tasks_before, "per_task_after": tasks_after, "training_minutes": minutes,
+            "updates": 10, "task_outcomes": {t: {"verdict": v} for t, v in verdicts.items()},
+            "curve": [{"update": 0, "training_minutes": 0.0, "pass_rate": before},
+                      {"update": 10, "training_minutes": minutes, "pass_rate": after}]}
+
+
+def test_summary_mean_and_sample_std_of_the_gain_and_per_task_tallies():
+    seeds = [_seed(0, 0.05, 0.45, {"a": 0.0, "b": 0.1}, {"a": 0.8, "b": 0.1}, {"a": "learned", "b": "no change"}),
+             _seed(1, 0.05, 0.25, {"a": 0.0, "b": 0.1}, {"a": 0.4, "b": 0.1}, {"a": "learned", "b": "hacked"}),
+             _seed(2, 0.05, 0.35, {"a": 0.0, "b": 0.1}, {"a": 0.6, "b": 0.1}, {"a": "hacked", "b": "hacked"})]
+    s = bl.summarise(seeds)
+    gains = [40.0, 20.0, 30.0]
+    mean = sum(gains) / 3
+    std = math.sqrt(sum((g - mean) ** 2 for g in gains) / 2)  # sample std, written out
+    assert s["gain_points_mean"] == pytest.approx(mean) and s["gain_points_std"] == pytest.approx(std)
+    assert s["target_met"] is True  # mean 30 >= 30
+    assert s["per_task"]["a"]["verdicts"] == {"hacked": 1, "learned": 2}
+    assert s["per_task"]["a"]["pass_after_mean"] == pytest.approx(0.6)
+    assert bl.summarise(seeds[1:2])["target_met"] is False and bl.summarise(seeds[1:2])["gain_points_std"] == 0.0
+    fig = bl.plot_learning_curves(seeds, minutes=1.0)
+    assert len(fig.axes[0].lines) == 3 + 2  # three seeds, the target line, the budget line
+
+
+def test_two_smoke_seeds_in_parallel_end_to_end(tmp_path, capsys):
+    out = tmp_path / "learning.json"
+    report = bl.main(["--config", "configs/smoke.yaml", "--seeds", "0", "1", "--minutes", "0.0001",
+                      "--parallel", "2", "--out", str(out), "--set", "total_updates=3", "eval_every=2"])
+    saved = json.loads(out.read_text())
+    assert saved["summary"] == json.loads(json.dumps(report["summary"]))
+    assert [s["seed"] for s in saved["seeds"]] == [0, 1] and saved["threads_per_run"] >= 1
+    for s in saved["seeds"]:
+        assert s["updates"] == 1  # the tiny budget is spent by the first update
+        assert s["finished"].startswith("training-time budget")
+        assert [p["update"] for p in s["curve"]] == [0, 1]
+        assert (tmp_path / "learning" / f"smoke-seed{s['seed']}" / "report.md").is_file()
+    assert out.with_suffix(".png").is_file()
+    assert "gain:" in capsys.readouterr().out
+
+
+def test_a_typo_in_the_overrides_fails_before_any_run(tmp_path):
+    with pytest.raises(ValueError, match="Unknown config field"):
+        bl.main(["--config", "configs/smoke.yaml", "--out", str(tmp_path / "x.json"), "--set", "learning_rat=1"])
