@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE ?= 1
 export TRL_EXPERIMENTAL_SILENCE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup lab test test-unit test-notebooks ppo bench figures data model clean-venv
+.PHONY: setup lab test test-unit test-notebooks ppo bench bench-learning figures data model clean-venv
 
 setup: $(STAMP)  ## create .venv, install the pinned packages and provision the model
 
