@@ -26,6 +26,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -33,6 +34,9 @@ import torch
 from . import ppo_math as pm
 from .config import PPOConfig, load_config
 from .device import pick_device, seed_everything, set_threads
+
+if TYPE_CHECKING:
+    from .rollout import Rollout
 
 CHECKPOINT = "checkpoint"
 METRICS = "metrics.jsonl"
@@ -155,6 +159,37 @@ class StopSignal:
         return f"[{self.rule}] {self.message}"
 
 
+STEP_STATS = ("policy_loss", "value_loss", "entropy", "policy_clipfrac", "value_clipfrac", "approx_kl",
+              "ratio_mean", "ratio_var", "ratio_max", "grad_norm")
+"""Statistics of one optimizer step, logged as their mean over the steps of an update."""
+
+
+@dataclass
+class PreparedBatch:
+    """Steps 1-4 of an update: one rollout batch and what the optimisation needs from it.
+
+    Shapes (B episodes, T response columns): ``raw_scores [B]`` (the reward before any
+    whitening); ``kl_per_token``, ``rewards``, ``raw_advantages``, ``advantages`` (whitened if the
+    config says so: what the policy loss uses), ``returns`` (value targets) are ``[B, T]`` and 0
+    outside ``rollout.response_mask``. ``kl_coef`` is the β the rewards were shaped with;
+    ``timings`` holds ``rollout_s`` and ``advantage_s`` in seconds.
+    """
+
+    records: list
+    rollout: "Rollout"
+    raw_scores: torch.Tensor
+    kl_coef: float
+    kl_per_token: torch.Tensor
+    rewards: torch.Tensor
+    raw_advantages: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+    timings: dict
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+
 class PPOTrainer:
     """Runs PPO from a :class:`PPOConfig`.
 
@@ -241,15 +276,17 @@ class PPOTrainer:
 
     # ------------------------------------------------------------------ one update
 
-    def ppo_update(self) -> dict:
-        """Steps 1-6 of the module docstring on one batch. Returns the metrics of this update."""
-        from .rollout import collect_rollout, sequence_forward
+    def prepare_batch(self, records: list | None = None) -> "PreparedBatch":
+        """Steps 1-4 on one batch of prompts (the next batch of the prompt stream when ``records``
+        is None): sample, score, shape, advantages. Nothing is trained; the policy sampling the
+        batch is the "old" policy π_old that every later ratio compares with."""
+        from .rollout import collect_rollout
 
         cfg = self.config
         t_start = time.perf_counter()
 
         # 1. rollout: responses, old log-probs and values, reference log-probs (no gradients)
-        records = self.prompts.next_batch()
+        records = self.prompts.next_batch() if records is None else list(records)
         rollout = collect_rollout(self.bundle, [r.prompt for r in records], self.sampling(), records=records,
                                   old_logprobs_from=cfg.old_logprobs_from)
         mask = rollout.response_mask
@@ -276,57 +313,110 @@ class PPOTrainer:
         if cfg.whiten_advantages:
             advantages = pm.masked_whiten(advantages, mask)
         t_advantage = time.perf_counter()
+        return PreparedBatch(records=records, rollout=rollout, raw_scores=raw_scores, kl_coef=kl_coef,
+                             kl_per_token=kl_per_token, rewards=rewards, raw_advantages=raw_advantages,
+                             advantages=advantages, returns=returns,
+                             timings={"rollout_s": t_rollout - t_start, "advantage_s": t_advantage - t_rollout})
+
+    def minibatch_step(self, batch: "PreparedBatch", idx: torch.Tensor) -> dict | None:
+        """One optimizer step on the rows ``idx`` of ``batch`` (step 5's inner body):
+
+            loss = clipped policy loss + vf_coef * clipped value loss - ent_coef * entropy
+
+        Returns this step's statistics (floats; the ratio statistics are measured on the forward
+        that produced the gradient, i.e. *before* the step), or None when the step was skipped
+        because the loss or the gradient was not finite (the weights are left untouched)."""
+        from .rollout import sequence_forward
+
+        cfg = self.config
+        mb = batch.rollout.select(idx)
+        logprobs, values, logits = sequence_forward(
+            self.policy, mb.query_ids, mb.query_mask, mb.response_ids, mb.response_mask, cfg.temperature)
+        m = mb.response_mask  # never all zero: every response has at least one token
+        pg_loss, pg_clipfrac = pm.clipped_surrogate(logprobs, mb.old_logprobs, batch.advantages[idx], m,
+                                                    cfg.cliprange)
+        vf_loss, vf_clipfrac = pm.clipped_value_loss(values, mb.values, batch.returns[idx], m,
+                                                     cfg.cliprange_value)
+        entropy = pm.masked_entropy(logits, m, temperature=cfg.temperature)
+        loss = pg_loss + cfg.vf_coef * vf_loss - cfg.ent_coef * entropy
+
+        self.optimizer.zero_grad(set_to_none=True)
+        if not all_processes_agree(bool(torch.isfinite(loss))):
+            return None  # never step on a NaN/inf loss: the weights stay good
+        loss.backward()
+        all_reduce_mean_([p.grad for p in self.params if p.grad is not None])
+        if cfg.max_grad_norm > 0:
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
+        else:
+            grad_norm = torch.nn.utils.get_total_norm([p.grad for p in self.params if p.grad is not None])
+        if not torch.isfinite(grad_norm):
+            self.optimizer.zero_grad(set_to_none=True)
+            return None
+        self.optimizer.step()
+        with torch.no_grad():
+            ratio = pm.ratio_stats(logprobs, mb.old_logprobs, m)
+            return {key: float(value) for key, value in (
+                ("policy_loss", pg_loss), ("value_loss", vf_loss), ("entropy", entropy),
+                ("policy_clipfrac", pg_clipfrac), ("value_clipfrac", vf_clipfrac),
+                ("approx_kl", pm.approx_kl(logprobs, mb.old_logprobs, m)),
+                ("ratio_mean", ratio["mean"]), ("ratio_var", ratio["var"]),
+                ("ratio_max", ratio["max"]), ("grad_norm", grad_norm))}
+
+    def optimise(self, batch: "PreparedBatch", epochs: int | None = None, max_rollout_age: int | None = None,
+                 after_epoch=None) -> dict:
+        """Step 5: ``epochs`` passes (default ``ppo_epochs``) over the same batch, each in
+        ``num_minibatches`` shuffled minibatches, one ``minibatch_step`` per minibatch.
+
+        Rollout age: before the k-th step (k = 0, 1, ...) the policy has already taken k steps
+        away from π_old, so the batch is k steps old. A step is skipped once more than
+        ``max_rollout_age`` (default: the config's) steps were taken on the batch: the rest of
+        the batch is stale. ``after_epoch(epoch, counts)`` is called after each pass (epoch
+        counted from 1) with the running counts; it may measure the policy but must not change it.
+
+        Returns ``{"stats": {name: [one float per step taken]}, "optimizer_steps",
+        "stale_steps_skipped", "nonfinite_steps"}``.
+        """
+        cfg = self.config
+        epochs = cfg.ppo_epochs if epochs is None else epochs
+        max_age = cfg.max_rollout_age if max_rollout_age is None else max_rollout_age
+        stats: dict[str, list[float]] = {k: [] for k in STEP_STATS}
+        counts = {"optimizer_steps": 0, "stale_steps_skipped": 0, "nonfinite_steps": 0}
+        size = len(batch)
+        minibatch = max(1, size // cfg.num_minibatches)
+        self.policy.train()
+        for epoch in range(epochs):
+            order = torch.randperm(size)
+            for start in range(0, size, minibatch):
+                if counts["optimizer_steps"] + counts["stale_steps_skipped"] > max_age:
+                    counts["stale_steps_skipped"] += 1  # the rollout is too old for the current policy: skip
+                    continue
+                step = self.minibatch_step(batch, order[start:start + minibatch])
+                if step is None:
+                    counts["nonfinite_steps"] += 1
+                    continue
+                counts["optimizer_steps"] += 1
+                for key, value in step.items():
+                    stats[key].append(value)
+            if after_epoch is not None:
+                after_epoch(epoch + 1, dict(counts))
+        return {"stats": stats, **counts}
+
+    def ppo_update(self) -> dict:
+        """Steps 1-6 of the module docstring on one batch. Returns the metrics of this update."""
+        cfg = self.config
+        t_start = time.perf_counter()
+        prepared = self.prepare_batch()  # steps 1-4
+        t_advantage = time.perf_counter()
+        records, rollout, mask = prepared.records, prepared.rollout, prepared.rollout.response_mask
+        raw_scores, kl_coef, kl_per_token = prepared.raw_scores, prepared.kl_coef, prepared.kl_per_token
+        rewards, raw_advantages, returns = prepared.rewards, prepared.raw_advantages, prepared.returns
 
         # 5. optimise: epochs x minibatches over the same rollout
-        stats: dict[str, list[float]] = {k: [] for k in (
-            "policy_loss", "value_loss", "entropy", "policy_clipfrac", "value_clipfrac", "approx_kl",
-            "ratio_mean", "ratio_var", "ratio_max", "grad_norm")}
-        nonfinite_steps, stale_skipped, optimizer_steps = 0, 0, 0
+        result = self.optimise(prepared)
+        stats = result["stats"]
+        optimizer_steps, stale_skipped = result["optimizer_steps"], result["stale_steps_skipped"]
+        nonfinite_steps = result["nonfinite_steps"]
         batch = len(records)
-        minibatch = max(1, batch // cfg.num_minibatches)
-        self.policy.train()
-        for epoch in range(cfg.ppo_epochs):
-            order = torch.randperm(batch)
-            for start in range(0, batch, minibatch):
-                if optimizer_steps + stale_skipped > cfg.max_rollout_age:
-                    stale_skipped += 1  # the rollout is too old for the current policy: skip
-                    continue
-                idx = order[start:start + minibatch]
-                mb = rollout.select(idx)
-                logprobs, values, logits = sequence_forward(
-                    self.policy, mb.query_ids, mb.query_mask, mb.response_ids, mb.response_mask, cfg.temperature)
-                m = mb.response_mask  # never all zero: every response has at least one token
-                pg_loss, pg_clipfrac = pm.clipped_surrogate(logprobs, mb.old_logprobs, advantages[idx], m,
-                                                            cfg.cliprange)
-                vf_loss, vf_clipfrac = pm.clipped_value_loss(values, mb.values, returns[idx], m,
-                                                             cfg.cliprange_value)
-                entropy = pm.masked_entropy(logits, m, temperature=cfg.temperature)
-                loss = pg_loss + cfg.vf_coef * vf_loss - cfg.ent_coef * entropy
-
-                self.optimizer.zero_grad(set_to_none=True)
-                if not all_processes_agree(bool(torch.isfinite(loss))):
-                    nonfinite_steps += 1  # never step on a NaN/inf loss: the weights stay good
-                    continue
-                loss.backward()
-                all_reduce_mean_([p.grad for p in self.params if p.grad is not None])
-                if cfg.max_grad_norm > 0:
-                    grad_norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
-                else:
-                    grad_norm = torch.nn.utils.get_total_norm([p.grad for p in self.params if p.grad is not None])
-                if not torch.isfinite(grad_norm):
-                    nonfinite_steps += 1
-                    self.optimizer.zero_grad(set_to_none=True)
-                    continue
-                self.optimizer.step()
-                optimizer_steps += 1
-                with torch.no_grad():
-                    ratio = pm.ratio_stats(logprobs, mb.old_logprobs, m)
-                    for key, value in (("policy_loss", pg_loss), ("value_loss", vf_loss), ("entropy", entropy),
-                                       ("policy_clipfrac", pg_clipfrac), ("value_clipfrac", vf_clipfrac),
-                                       ("approx_kl", pm.approx_kl(logprobs, mb.old_logprobs, m)),
-                                       ("ratio_mean", ratio["mean"]), ("ratio_var", ratio["var"]),
-                                       ("ratio_max", ratio["max"]), ("grad_norm", grad_norm)):
-                        stats[key].append(float(value))
         self.scheduler.step()
         t_train = time.perf_counter()
 
@@ -370,11 +460,11 @@ class PPOTrainer:
             "policy_lag_max": max(0, optimizer_steps - 1),
             "learning_rate": self.scheduler.get_last_lr()[0],
             # speed
-            "time_rollout_s": t_rollout - t_start,
-            "time_advantage_s": t_advantage - t_rollout,
+            "time_rollout_s": prepared.timings["rollout_s"],
+            "time_advantage_s": prepared.timings["advantage_s"],
             "time_train_s": t_train - t_advantage,
             "time_update_s": t_train - t_start,
-            "rollout_tokens_per_s": n_tok / max(t_rollout - t_start, 1e-9),
+            "rollout_tokens_per_s": n_tok / max(prepared.timings["rollout_s"], 1e-9),
             "train_tokens_per_s": n_tok * cfg.ppo_epochs / max(t_train - t_advantage, 1e-9),
         }
         for key, value in getattr(rollout, "timings", {}).items():
@@ -411,6 +501,7 @@ class PPOTrainer:
             "mean_reward": float(rewards.float().mean()),
             "samples": [{"id": r.id, "family": r.family, "prompt": r.prompt, "answer": a, "passed": ok}
                         for r, a, ok in zip(records, answers, passed) if r.id in sample_ids],
+            "answers": answers,  # every held-out answer, in the order of eval_records (for the report)
         }
         self.policy.train()
         return result
@@ -504,7 +595,12 @@ class PPOTrainer:
                 folder = old
             else:
                 return False
-        state = torch.load(folder / "state.pt", weights_only=False)
+        self.load_state_dict(torch.load(folder / "state.pt", weights_only=False))
+        return True
+
+    def load_state_dict(self, state: dict) -> None:
+        """Put back what ``state_dict()`` saved: trainable weights, optimizer, scheduler, β,
+        data position, logs, stop-rule streaks and the random-number generators."""
         params = dict(self.policy.named_parameters())
         with torch.no_grad():
             for name, value in state["trainable"].items():
@@ -519,7 +615,6 @@ class PPOTrainer:
         random.setstate(state["rng"]["python"])
         np.random.set_state(state["rng"]["numpy"])
         torch.set_rng_state(state["rng"]["torch"])
-        return True
 
     # ------------------------------------------------------------------ the run
 
@@ -528,6 +623,15 @@ class PPOTrainer:
             with open(self.run_dir / name, "w") as f:
                 for row in rows:
                     f.write(json.dumps(row) + "\n")
+
+    def training_seconds(self) -> float:
+        """Wall time of the updates so far (evaluations and checkpoints excluded); survives a resume."""
+        return float(sum(h.get("time_update_s", 0.0) for h in self.history))
+
+    def budget_spent(self) -> bool:
+        """True once ``max_train_minutes`` of training time are used up (never, when it is 0)."""
+        budget = self.config.max_train_minutes
+        return budget > 0 and self.training_seconds() >= 60 * budget
 
     def train(self, resume: bool = False) -> dict:
         """Run until ``total_updates`` or a stop rule; write metrics, checkpoints and the report."""
@@ -548,14 +652,15 @@ class PPOTrainer:
             self.log(f"held-out pass rate before training: {self.evals[0]['pass_rate']:.2%}")
 
         bar = tqdm(total=cfg.total_updates, initial=self.update, desc="PPO updates", disable=self.rank != 0 or self.quiet)
-        while self.update < cfg.total_updates and self.stop is None:
+        while self.update < cfg.total_updates and self.stop is None and not self.budget_spent():
             metrics = self.ppo_update()
             self.update += 1
             self.stop = self.check_stop_rules(metrics)
             if self.stop is not None:
                 metrics["stop"] = str(self.stop)
             self.history.append(metrics)
-            if self.stop is None and (self.update % cfg.eval_every == 0 or self.update == cfg.total_updates):
+            last = self.update == cfg.total_updates or self.budget_spent()
+            if self.stop is None and (self.update % cfg.eval_every == 0 or last):
                 self.evals.append(self.evaluate())
                 self._write_jsonl("evals.jsonl", self.evals)
                 self.stop = self.check_hacking()
@@ -567,17 +672,29 @@ class PPOTrainer:
                 callback(self, metrics)
             # Only a healthy update may overwrite the checkpoint: it stays the last-known-good state.
             healthy = self.stop is None and not (metrics["nonfinite_steps"] or metrics["nonfinite_scores"])
-            if healthy and (self.update % cfg.save_every == 0 or self.update == cfg.total_updates):
+            if healthy and (self.update % cfg.save_every == 0 or last):
                 self.save_checkpoint()
         bar.close()
         if self.stop is not None:
             self.log(f"stopped: {self.stop} (last good checkpoint kept in {self.run_dir / CHECKPOINT})")
-        summary = {"updates": self.update, "stop": str(self.stop) if self.stop else None,
+        finished = None
+        if self.stop is None and self.budget_spent():
+            finished = (f"training-time budget of {cfg.max_train_minutes:g} min spent after {self.update} updates "
+                        f"({self.training_seconds() / 60:.1f} min)")
+            self.log(finished)
+        summary = {"updates": self.update, "stop": str(self.stop) if self.stop else None, "finished": finished,
+                   "training_minutes": self.training_seconds() / 60,
                    "pass_rate_before": self.evals[0]["pass_rate"], "pass_rate_after": self.evals[-1]["pass_rate"],
                    "world_size": self.world_size, "ranks_in_sync": params_in_sync(self.params)}
+        if "answers" in self.evals[0] and "answers" in self.evals[-1]:
+            from .diagnostics import task_outcomes
+
+            summary["task_outcomes"] = task_outcomes(self.eval_records, self.evals[0]["answers"],
+                                                     self.evals[-1]["answers"])
         if self.rank == 0:
             self.save_adapter()
             report.write_report(self.run_dir, cfg, self.history, self.evals, summary, self.bundle.manifest)
+            (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         return summary
 
     def save_adapter(self) -> None:
