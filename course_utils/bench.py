@@ -211,6 +211,101 @@ def set_threads(n: int) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# Building TRL's PPOTrainer: shared with course_utils.trl_compare (lesson 10)
+# ---------------------------------------------------------------------------------------------
+
+TRL_PAD_TOKEN = "<|endoftext|>"
+"""The pad token TRL gets for SmolLM2. Its own pad token is <|im_end|>, the EOS that also closes
+every chat turn inside a prompt; TRL builds attention masks as ``ids != pad_token_id``, so it
+would mask those prompt tokens out. <|endoftext|> (id 0) never occurs in a chat prompt."""
+
+
+def trl_tokenizer(folder):
+    """The policy's tokenizer as TRL needs it: left padding, and ``TRL_PAD_TOKEN`` as the pad
+    token when the vocabulary has it (SmolLM2 does)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer.padding_side = "left"
+    if TRL_PAD_TOKEN in tokenizer.get_vocab():
+        tokenizer.pad_token = TRL_PAD_TOKEN
+    return tokenizer
+
+
+def trl_prompt_ids(tokenizer, prompts: list[str]) -> list[list[int]]:
+    """Chat-rendered prompt token ids, one list per prompt: TRL's ``train_dataset`` column
+    ``input_ids`` (TRL wants the prompts already tokenized). The same ids as our rollouts use
+    (``rollout.render_prompts``, no extra special tokens). Raises if the pad token occurs inside
+    a prompt, because TRL would then mask it out."""
+    from .rollout import render_prompts
+
+    ids = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in render_prompts(tokenizer, prompts)]
+    if any(tokenizer.pad_token_id in row for row in ids):
+        raise RuntimeError(f"pad token {tokenizer.pad_token!r} occurs inside a prompt; TRL would mask it out. "
+                           "Give TRL a pad token that never occurs in a prompt.")
+    return ids
+
+
+def load_trl_models(folder, tokenizer, dtype=None, reward_model: bool = True) -> tuple:
+    """``(policy, value_model, reward_model)`` as TRL's PPOTrainer takes them, in float32 by default.
+
+    policy: ``AutoModelForCausalLM`` (TRL wraps it with the LoRA config itself).
+    value_model: ``AutoModelForSequenceClassification`` with ``num_labels=1`` on the same backbone:
+        a separate, fully trainable copy with a randomly initialised score head.
+    reward_model: the same kind of model (a random head: a stand-in for a trained reward model),
+        or None when ``reward_model=False`` (the caller brings its own).
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+
+    dtype = dtype or torch.float32
+    policy = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
+    heads = [AutoModelForSequenceClassification.from_pretrained(folder, num_labels=1, dtype=dtype)
+             for _ in range(2 if reward_model else 1)]
+    for model in heads:
+        model.config.pad_token_id = tokenizer.pad_token_id
+    return policy, heads[0], heads[1] if reward_model else None
+
+
+def trl_lora_config(rank: int, alpha: int, target_modules):
+    """peft's LoraConfig for TRL's ``peft_config=`` (no dropout, no bias, causal LM)."""
+    from peft import LoraConfig
+
+    return LoraConfig(r=rank, lora_alpha=alpha, target_modules=list(target_modules), lora_dropout=0.0,
+                      bias="none", task_type="CAUSAL_LM")
+
+
+def trl_ppo_args(output_dir: str, *, seed: int, batch_size: int, num_minibatches: int, ppo_epochs: int,
+                 total_updates: int, response_length: int, temperature: float, learning_rate: float,
+                 kl_coef: float, stop_token: str | None = None, **extra):
+    """TRL 1.12.0's ``PPOConfig`` for our settings, on the CPU in float32, with no saving,
+    evaluation, sample printing or reporting. ``extra`` sets any other PPOConfig field.
+
+    Batch sizes: TRL derives ``batch_size = per_device_train_batch_size x
+    gradient_accumulation_steps x processes`` and splits it into ``num_mini_batches``
+    minibatches. Its optimizer steps once every ``gradient_accumulation_steps`` micro-batches,
+    and one epoch has exactly ``gradient_accumulation_steps`` micro-batches, so any accumulation
+    > 1 merges all the minibatches of an epoch into ONE step. Our trainer steps once per
+    minibatch, so we set ``per_device_train_batch_size = batch_size`` and
+    ``gradient_accumulation_steps = 1``: then each minibatch is one micro-batch and one step.
+    """
+    from trl.experimental.ppo import PPOConfig
+
+    if batch_size % num_minibatches:
+        raise ValueError(f"batch_size ({batch_size}) must be divisible by num_minibatches ({num_minibatches})")
+    settings = dict(
+        output_dir=output_dir, report_to=[], logging_steps=1, disable_tqdm=True, save_strategy="no",
+        eval_strategy="no", use_cpu=True, bf16=False, fp16=False, gradient_checkpointing=False, seed=seed,
+        per_device_train_batch_size=batch_size, gradient_accumulation_steps=1, num_mini_batches=num_minibatches,
+        num_ppo_epochs=ppo_epochs, total_episodes=total_updates * batch_size,
+        local_rollout_forward_batch_size=batch_size, response_length=response_length, temperature=temperature,
+        learning_rate=learning_rate, kl_coef=kl_coef, num_sample_generations=0, stop_token=stop_token,
+    )
+    settings.update(extra)
+    return PPOConfig(**settings)
+
+
+# ---------------------------------------------------------------------------------------------
 # Child: TRL 1.12.0's PPOTrainer
 # ---------------------------------------------------------------------------------------------
 
@@ -256,10 +351,9 @@ def run_trl(cfg: BenchConfig) -> dict:
     rss_at_start = current_rss_gb()
     import torch
     from datasets import Dataset
-    from peft import LoraConfig
-    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer, TrainerCallback
+    from transformers import TrainerCallback
     import trl
-    from trl.experimental.ppo import PPOConfig, PPOTrainer
+    from trl.experimental.ppo import PPOTrainer
     from trl.experimental.ppo import ppo_trainer as trl_ppo
 
     from . import hub
@@ -267,58 +361,20 @@ def run_trl(cfg: BenchConfig) -> dict:
     rss_after_imports = current_rss_gb()
     torch.manual_seed(cfg.seed)
     folder = hub.resolve_model(cfg.model)
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    tokenizer.padding_side = "left"
-    # SmolLM2's pad token is <|im_end|>, which also closes every chat turn inside the prompt; TRL
-    # masks `ids != pad_token_id`, so it needs a pad token that never occurs in a prompt.
-    if "<|endoftext|>" in tokenizer.get_vocab():
-        tokenizer.pad_token = "<|endoftext|>"
+    tokenizer = trl_tokenizer(folder)
     prompts, prompt_source = load_prompts(max(cfg.num_prompts, cfg.batch_size))
-    input_ids = [
-        list(tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
-                                           tokenize=True, return_dict=True)["input_ids"])
-        for p in prompts
-    ]
-    if any(tokenizer.pad_token_id in ids for ids in input_ids):
-        raise RuntimeError(f"pad token {tokenizer.pad_token!r} occurs inside a prompt; TRL would mask it out")
-    dataset = Dataset.from_dict({"input_ids": input_ids})
-
-    dtype = torch.float32
-    policy = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
-    value_model = AutoModelForSequenceClassification.from_pretrained(folder, num_labels=1, dtype=dtype)
-    reward_model = AutoModelForSequenceClassification.from_pretrained(folder, num_labels=1, dtype=dtype)
-    for model in (value_model, reward_model):
-        model.config.pad_token_id = tokenizer.pad_token_id
+    dataset = Dataset.from_dict({"input_ids": trl_prompt_ids(tokenizer, prompts)})
+    policy, value_model, reward_model = load_trl_models(folder, tokenizer)
 
     total_updates = cfg.warmup + cfg.updates
     workdir = tempfile.mkdtemp(prefix="trl-bench-")
-    args = PPOConfig(
-        output_dir=workdir,
-        report_to=[],
-        logging_steps=1,
-        disable_tqdm=True,
-        save_strategy="no",
-        eval_strategy="no",
-        use_cpu=True,
-        bf16=False,
-        fp16=False,
-        gradient_checkpointing=False,
-        seed=cfg.seed,
-        per_device_train_batch_size=cfg.batch_size // cfg.num_minibatches,
-        gradient_accumulation_steps=cfg.num_minibatches,
-        num_mini_batches=cfg.num_minibatches,
-        num_ppo_epochs=cfg.ppo_epochs,
-        total_episodes=total_updates * cfg.batch_size,
-        local_rollout_forward_batch_size=cfg.batch_size,
-        response_length=cfg.response_length,
-        temperature=cfg.temperature,
-        learning_rate=cfg.learning_rate,
-        kl_coef=cfg.kl_coef,
-        num_sample_generations=0,
+    args = trl_ppo_args(
+        workdir, seed=cfg.seed, batch_size=cfg.batch_size, num_minibatches=cfg.num_minibatches,
+        ppo_epochs=cfg.ppo_epochs, total_updates=total_updates, response_length=cfg.response_length,
+        temperature=cfg.temperature, learning_rate=cfg.learning_rate, kl_coef=cfg.kl_coef,
         stop_token=None,  # TRL's default: no early stop, every response has response_length tokens
     )
-    lora = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, target_modules=list(cfg.lora_target_modules),
-                      lora_dropout=0.0, bias="none", task_type="CAUSAL_LM")
+    lora = trl_lora_config(cfg.lora_rank, cfg.lora_alpha, cfg.lora_target_modules)
 
     clock = _PhaseClock()
     responses_seen: list[dict] = []

@@ -65,6 +65,14 @@ GLOSSARY: dict[str, str] = {
     "reward margin": "reward 차이 (reward margin)",
     "length bias": "길이 편향 (length bias)",
     "point-biserial correlation": "점이연 상관계수 (point-biserial correlation)",
+    "padding": "패딩 (padding)",
+    "global whitening": "전역 어드밴티지 정규화 (global whitening)",
+    "gradient clipping": "그래디언트 클리핑 (gradient clipping)",
+    "gradient accumulation": "그래디언트 누적 (gradient accumulation)",
+    "data parallelism": "데이터 병렬화 (data parallelism)",
+    "all-reduce": "올리듀스 (all-reduce, 프로세스 간 합산)",
+    "ZeRO": "ZeRO (옵티마이저 상태 분할)",
+    "rollout engine": "롤아웃 엔진 (vLLM 등 생성 전용 엔진)",
 }
 
 MEANINGS: dict[str, str] = {
@@ -120,6 +128,14 @@ MEANINGS: dict[str, str] = {
     "reward margin": "r_chosen − r_rejected for one pair; only such differences are learned, not the zero point",
     "length bias": "a reward model paying (or charging) for length itself rather than for a better answer",
     "point-biserial correlation": "Pearson's r between a score and a pass/fail label coded 1/0",
+    "padding": "filler positions that make sequences one length; never trained on, never counted in a mean",
+    "global whitening": "whitening with the whole batch's mean and variance, all-reduced across processes",
+    "gradient clipping": "rescaling the gradient when its global norm exceeds max_grad_norm, before the step",
+    "gradient accumulation": "summing the gradients of several micro-batches before one optimizer step",
+    "data parallelism": "every process holds the whole model and a share of the batch; gradients are averaged",
+    "all-reduce": "a collective that sums (or averages) a tensor over all processes and gives each the result",
+    "ZeRO": "DeepSpeed's sharding of optimizer states, gradients and weights across data-parallel processes",
+    "rollout engine": "a separate inference server (vLLM, SGLang) that generates rollouts with the latest weights",
 }
 
 
