@@ -666,8 +666,10 @@ class PPOTrainer:
                 self.stop = self.check_hacking()
             self._write_jsonl(METRICS, self.history)
             bar.update(1)
+            budget = {"trained": f"{self.training_seconds() / 60:.1f}/{cfg.max_train_minutes:g} min"} \
+                if cfg.max_train_minutes else {}  # with a budget, the bar's own ETA (by updates) is an upper bound
             bar.set_postfix(score=f"{metrics['score']:.3f}", kl=f"{metrics['kl_per_sequence']:.2f}",
-                            len=f"{metrics['response_length']:.1f}")
+                            len=f"{metrics['response_length']:.1f}", **budget)
             for callback in self.callbacks:
                 callback(self, metrics)
             # Only a healthy update may overwrite the checkpoint: it stays the last-known-good state.
