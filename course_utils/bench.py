@@ -117,6 +117,11 @@ class BenchConfig:
     seed: int = 0
     num_prompts: int = 64
     """Distinct training prompts given to each trainer."""
+    old_logprobs_from: str = "generation"
+    """Ours only: where the rollout's old log-probs and values come from (``PPOConfig`` field of
+    the same name). "generation" (what the cpu preset uses) reads them from the sampler's own
+    logits and hidden states, one forward pass fewer; "forward" is the textbook separate pass.
+    TRL always does the separate pass."""
     full_length: bool = True
     """Ban EOS in our rollouts until response_length, so both trainers generate the same number
     of tokens (TRL never stops early). False: ours stops at EOS, TRL still does not."""
@@ -507,13 +512,17 @@ def building_blocks(trainer) -> tuple[dict, int]:
     advantages = pm.masked_whiten(torch.randn_like(rollout.old_logprobs), mask)
     returns = torch.randn_like(rollout.values)
 
-    def generation():
-        generate(bundle, None, prompts, sampling)
+    from_generation = config.old_logprobs_from == "generation"
+
+    def generation():  # with the sampler's log-probs and values kept, when the update uses them
+        generate(bundle, None, prompts, sampling, keep_generation_logprobs=from_generation,
+                 keep_generation_values=from_generation)
 
     def frozen_forwards():  # as collect_rollout does them
         policy.eval()
         with torch.no_grad():
-            sequence_forward(policy, q_ids, q_mask, r_ids, mask, config.temperature)
+            if not from_generation:  # otherwise the old log-probs and values came with the sample
+                sequence_forward(policy, q_ids, q_mask, r_ids, mask, config.temperature)
             with bundle.reference_model() as reference:
                 sequence_forward(reference, q_ids, q_mask, r_ids, mask, config.temperature)
 
@@ -555,6 +564,7 @@ def run_ours(cfg: BenchConfig) -> dict:
         batch_size=cfg.batch_size, max_new_tokens=cfg.response_length, temperature=cfg.temperature,
         total_updates=cfg.warmup + cfg.updates, ppo_epochs=cfg.ppo_epochs,
         num_minibatches=cfg.num_minibatches, learning_rate=cfg.learning_rate, kl_coef=cfg.kl_coef,
+        old_logprobs_from=cfg.old_logprobs_from,
     )
     trainer = PPOTrainer(config, quiet=True)
     set_threads(cfg.threads)
@@ -611,8 +621,11 @@ def run_ours(cfg: BenchConfig) -> dict:
         "building_blocks_notes": {
             "generation_s": f"rollout.generate (LoRA merged): {cfg.batch_size} prompts, "
                             f"{block_tokens} response tokens",
-            "frozen_forwards_s": "sequence_forward without gradients: policy (old log-probs and values), "
-                                 "then the reference (adapter disabled)",
+            "frozen_forwards_s": ("sequence_forward without gradients: the reference (adapter disabled); the old "
+                                  "log-probs and values come with the sample (old_logprobs_from=generation)"
+                                  if cfg.old_logprobs_from == "generation" else
+                                  "sequence_forward without gradients: policy (old log-probs and values), "
+                                  "then the reference (adapter disabled)"),
             "train_forward_backward_s": "sequence_forward + clipped policy loss + value loss + entropy, backward",
         },
         "response_tokens_per_update": median([m["response_length"] * cfg.batch_size for m in timed_metrics]),
@@ -805,6 +818,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="response tokens (TRL response_length, our max_new_tokens)")
     parser.add_argument("--natural-eos", action="store_true",
                         help="let our responses stop at EOS (default: full length, like TRL's)")
+    parser.add_argument("--old-logprobs-from", choices=("generation", "forward"), default=BenchConfig.old_logprobs_from,
+                        help="ours: old log-probs from the sampler's logits (default, as the cpu preset) or a separate forward")
     parser.add_argument("--timeout", type=float, default=None, help="seconds allowed per child (default: none)")
     parser.add_argument("--child", choices=("ours", "trl"), help=argparse.SUPPRESS)
     parser.add_argument("--child-config", help=argparse.SUPPRESS)
@@ -827,7 +842,7 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit("--updates, --threads, --batch-size and --response-length must be >= 1, --warmup >= 0")
     cfg = BenchConfig(model=args.model, updates=args.updates, warmup=args.warmup, threads=args.threads,
                       batch_size=args.batch_size, response_length=args.response_length,
-                      full_length=not args.natural_eos)
+                      full_length=not args.natural_eos, old_logprobs_from=args.old_logprobs_from)
     sides = [args.only] if args.only else ["ours", "trl"]
     machine = machine_info()
     results = {"ours": {"skipped": True}, "trl": {"skipped": True}}
