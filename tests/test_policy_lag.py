@@ -93,6 +93,14 @@ def test_before_any_step_every_ratio_is_exactly_one(fixed):
     assert m["ratio_std"] == 0.0 and m["effective_sample_fraction"] == 1.0
 
 
+def test_old_logprobs_from_the_sampler_start_within_round_off_of_one(tmp_path):
+    # The cpu preset takes pi_old's log-probs from generation (merged LoRA, KV cache): not bit-equal.
+    trainer = make_trainer(tmp_path, old_logprobs_from="generation")
+    m = pl.measure_against_rollout(trainer, trainer.prepare_batch())
+    assert (m["ratios"] - 1).abs().max() < 1e-4
+    assert m["clipfrac"] == 0.0 and m["outside_band"] == 0.0 and abs(m["approx_kl"]) < 1e-8
+
+
 def test_measurement_equals_a_plain_python_recomputation(fixed):
     from course_utils.rollout import sequence_forward
 
