@@ -745,7 +745,7 @@ def plot_scores_by_verdict(scores: Sequence[float], passed: Sequence[bool], tier
 
     Left: histograms of passing (gid ``"pass"``) and failing (gid ``"fail"``) answers on shared
     bins, with each group's mean as a vertical line (gids ``"mean pass"``, ``"mean fail"``).
-    Right (with ``tiers``): one row of points per checker tier, in ``TIER_ORDER``, gid
+    Right (with ``tiers``): one row of points per checker tier, in ``TIER_ORDER`` from the top, gid
     ``"tier <name>"``, points spread vertically by a fixed pattern so equal scores stay visible.
     """
     import numpy as np
@@ -780,6 +780,7 @@ def plot_scores_by_verdict(scores: Sequence[float], passed: Sequence[bool], tier
                     color="tab:green" if name == "pass" else "tab:red")
             ax.plot([xs.mean()], [row], "k|", ms=16, mew=2)
         ax.set_yticks(range(len(names)), [f"{n} (n={(t == n).sum()})" for n in names], fontsize=8)
+        ax.invert_yaxis()  # best tier at the top
         ax.set(xlabel="reward-model score", title="by checker tier (|: mean)")
         ax.grid(axis="x", alpha=0.3)
     return fig

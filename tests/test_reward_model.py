@@ -535,6 +535,7 @@ def test_scores_by_verdict_histograms_count_every_answer_once():
     # the rows follow the checker's order, best first
     shown = [t.get_text().split(" ")[0] for t in tier_ax.get_yticklabels()]
     assert shown == [t for t in rm.TIER_ORDER if t in set(tiers)]
+    assert tier_ax.yaxis_inverted()  # drawn top-down: pass first
     with pytest.raises(ValueError, match="one pass/fail flag per score"):
         rm.plot_scores_by_verdict([1.0, 2.0], [True])
 
