@@ -213,7 +213,9 @@ def format_reuse_table(sweep: BatchReuse, digits: int = 4) -> str:
     header = f"{'epochs':>6} " + " ".join(f"{short.get(n, n):>10}" for n in names)
     lines = [header]
     for row in sweep.epochs:
-        cells = [f"{row[n]:>10d}" if isinstance(row[n], int) else f"{row[n]:>10.{digits}f}" for n in names]
+        # round() first, so that a tiny negative number prints as 0.0000, never -0.0000
+        cells = [f"{row[n]:>10d}" if isinstance(row[n], int) else f"{round(row[n], digits) + 0.0:>10.{digits}f}"
+                 for n in names]
         lines.append(f"{row['epoch']:>6d} " + " ".join(cells))
     return "\n".join(lines)
 
