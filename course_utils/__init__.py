@@ -13,8 +13,11 @@ Modules (one concern each):
 - ``reward_model``  Bradley-Terry reward model: training, scoring, evaluation
 - ``config``        the PPO run configuration (one documented field per setting) and presets
 - ``trainer``       the PPO loop: update, evaluation, stop rules, checkpoints, torchrun
+- ``policy_lag``    one rollout batch reused for k epochs: ratios, clip fraction, approx KL, ESS (lesson 9)
 - ``report``        training curves and the run report
+- ``diagnostics``   reading a run: the logs as a bundle, reward hacking, per-task verdicts
 - ``bench``         speed and memory, ours against TRL's PPOTrainer
+- ``bench_learning``  does the cpu preset learn? seeds x a training-time budget
 - ``plots``         pure matplotlib figures of the lessons (no widgets)
 - ``widgets``       sliders wired to the plot functions
 - ``figures``       the static figures written by ``make figures``
