@@ -69,13 +69,14 @@ ADAM_EPS = 1e-5  # the epsilon of our trainer's Adam (trainer.PPOTrainer); TRL g
 def lesson_config(**overrides) -> PPOConfig:
     """The lesson's configuration (the benchmark's, with 2 epochs x 2 minibatches and natural EOS).
 
-    SmolLM2-135M-Instruct in float32, LoRA rank 8 (alpha 16) on q_proj and v_proj, 8 episodes per
+    SmolLM2-135M-Instruct in float32 on the CPU, LoRA rank 8 (alpha 16) on q_proj and v_proj, 8 episodes per
     update, at most 32 response tokens, temperature 0.8, 2 PPO epochs x 2 minibatches, learning
     rate 2e-4 (constant), beta 0.02 with k1, the task checker's partial credit as the reward.
     ``overrides`` change any field (e.g. ``total_updates=1``); the result is validated.
     """
     values = dict(
-        run_name="week10-ours", output_dir=str(ROOT / "runs"), seed=0, model="smollm2-135m-instruct",
+        # device: TRL's side is built with use_cpu=True (bench.trl_ppo_args); ours runs on the same device.
+        run_name="week10-ours", output_dir=str(ROOT / "runs"), seed=0, device="cpu", model="smollm2-135m-instruct",
         lora_rank=8, lora_alpha=16, lora_target_modules=["q_proj", "v_proj"], reward="checker_partial",
         batch_size=8, max_new_tokens=32, temperature=0.8, total_updates=3, ppo_epochs=2, num_minibatches=2,
         learning_rate=2e-4, lr_schedule="constant", kl_coef=0.02, kl_estimator="k1",
@@ -655,7 +656,8 @@ METRIC_PAIRS = (
     MetricPair("objective/entropy", None, "different",
                "TRL: -log π(sampled token) summed over each response (a per-response number); no metric of ours"),
     MetricPair("val/num_eos_tokens", "eos_rate", "different",
-               "TRL: count of EOS tokens in the batch; ours: fraction of responses that ended with EOS"),
+               "TRL: EOS ids in the raw responses (repeated after a response ends); ours: share of responses "
+               "that ended with EOS"),
     MetricPair("lr", "learning_rate", "same", "learning rate after the update"),
     MetricPair("episode", "episodes", "same", "episodes seen so far"),
 )
@@ -696,7 +698,8 @@ def _fmt(x: float) -> str:
 
 def side_by_side_markdown(rows: list[dict]) -> str:
     """A Markdown table of ``side_by_side`` rows: means over the updates, relation, note."""
-    lines = ["| TRL metric | TRL (mean) | ours | ours (mean) | relation | what differs |", "|---|---:|---|---:|---|---|"]
+    lines = ["| TRL metric | TRL (mean) | ours | ours (mean) | relation | what differs |",
+             "|---|---:|---|---:|---|---|"]
     for r in rows:
         lines.append(f"| `{r['trl']}` | {_fmt(r['trl_mean'])} | {('`' + r['ours'] + '`') if r['ours'] else '–'} | "
                      f"{_fmt(r['our_mean'])} | {r['relation']} | {r['note']} |")

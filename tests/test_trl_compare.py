@@ -253,7 +253,8 @@ def test_side_by_side_means_markdown_and_plot():
     trl_logs = [{"objective/scores": 0.1, "policy/approxkl_avg": 2e-5, "val/ratio_var": math.nan},
                 {"objective/scores": 0.3, "policy/approxkl_avg": 4e-5, "val/ratio_var": math.nan}]
     rows = {r["trl"]: r for r in tc.side_by_side(ours, trl_logs)}
-    assert math.isclose(rows["objective/scores"]["trl_mean"], 0.2) and math.isclose(rows["objective/scores"]["our_mean"], 0.3)
+    scores = rows["objective/scores"]
+    assert math.isclose(scores["trl_mean"], 0.2) and math.isclose(scores["our_mean"], 0.3)
     assert rows["objective/scores"]["our_values"] == [0.2, 0.4]
     assert math.isnan(rows["val/ratio_var"]["trl_mean"]) and math.isnan(rows["objective/kl"]["trl_mean"])
     assert rows["objective/entropy"]["ours"] is None and math.isnan(rows["objective/entropy"]["our_mean"])
