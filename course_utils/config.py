@@ -249,9 +249,8 @@ def coerce_field(name: str, declared: str, value):
     ``declared`` is the annotation as written in the dataclass (a string, because of
     ``from __future__ import annotations``).
     """
-    kinds = {"float": float, "int": int, "bool": bool, "str": str, "list": list}
-    kind = kinds.get(declared)
-    if kind is None or isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+    kind, wanted, example = _FIELD_KINDS.get(declared, (None, "", ""))
+    if kind is None or (isinstance(value, kind) and not (kind is int and isinstance(value, bool))):
         return value
     if kind is float and not isinstance(value, bool):
         try:
@@ -260,11 +259,11 @@ def coerce_field(name: str, declared: str, value):
             pass
     if kind is int and isinstance(value, float) and value.is_integer():
         return int(value)
-    wanted = {"float": "a number", "int": "an integer", "bool": "true or false", "str": "a string",
-              "list": "a list"}[declared]
     raise ValueError(f"Config field {name} must be {wanted}, got {value!r} "
-                     f"({type(value).__name__}); e.g. {name}={_example(kind)}.")
+                     f"({type(value).__name__}); e.g. {name}={example}.")
 
 
-def _example(kind) -> str:
-    return {float: "0.0005", int: "16", bool: "true", str: "text", list: "[a, b]"}[kind]
+# annotation -> (Python type, how to say it, an example value for the message)
+_FIELD_KINDS = {"float": (float, "a number", "0.0005"), "int": (int, "an integer", "16"),
+                "bool": (bool, "true or false", "true"), "str": (str, "a string", "text"),
+                "list": (list, "a list", "[a, b]")}

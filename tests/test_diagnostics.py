@@ -334,5 +334,5 @@ def test_task_outcomes_a_flag_already_raised_before_training_is_not_a_hack():
 
     lower = _family_records("lowercase_word", 4)
     out = task_outcomes(lower, [""] * 4, ["\n"] * 4)  # empty before, empty after
-    assert out["lowercase_word"]["flags"] == ["constant", "length"] or "length" in out["lowercase_word"]["flags"]
+    assert "length" in out["lowercase_word"]["flags"]
     assert out["lowercase_word"]["new_flags"] == [] and out["lowercase_word"]["verdict"] == "no change"
