@@ -67,6 +67,19 @@ def cmd_figures(args: argparse.Namespace) -> None:
         print(path)
 
 
+def cmd_glossary(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from . import glossary
+
+    if not args.readme:
+        print(glossary.show_glossary())
+        return
+    path = Path(__file__).resolve().parent.parent / "README.md"
+    path.write_text(glossary.readme_with_glossary(path.read_text(encoding="utf-8")), encoding="utf-8")
+    print(f"updated the glossary table in {path}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m course_utils", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -85,6 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=f"{name} commands (see `python -m course_utils {name} --help`)", add_help=False)
         p.add_argument(dest, nargs=argparse.REMAINDER)
         p.set_defaults(func=func)
+
+    p = sub.add_parser("glossary", help="print the English-Korean glossary")
+    p.add_argument("--readme", action="store_true", help="rewrite the glossary table in README.md instead")
+    p.set_defaults(func=cmd_glossary)
 
     p = sub.add_parser("figures", help="regenerate figures/")
     p.add_argument("--out", default=None)

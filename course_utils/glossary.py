@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import html
 
-__all__ = ["GLOSSARY", "MEANINGS", "GlossaryTable", "show_glossary"]
+__all__ = ["GLOSSARY", "MEANINGS", "GlossaryTable", "show_glossary", "readme_with_glossary"]
 
 GLOSSARY: dict[str, str] = {
     "policy": "정책",
@@ -153,6 +153,12 @@ class GlossaryTable:
 
     __repr__ = __str__
 
+    def markdown(self) -> str:
+        """The rows as a Markdown table (the README's glossary is this table for all terms)."""
+        lines = ["| English | 한국어 | meaning |", "|---|---|---|"]
+        lines += [f"| **{term}** | {korean} | {meaning.replace('|', '/')} |" for term, korean, meaning in self.rows]
+        return "\n".join(lines)
+
     def _repr_html_(self) -> str:
         cells = "".join(
             f"<tr><td><b>{html.escape(term)}</b></td><td>{html.escape(korean)}</td><td>{html.escape(meaning)}</td></tr>"
@@ -174,3 +180,17 @@ def show_glossary(terms: list[str] | None = None) -> GlossaryTable:
             hint = f"did you mean {close}?" if close else f"known terms: {sorted(GLOSSARY)}"
             raise KeyError(f"{term!r} is not in the glossary; {hint} (add it to course_utils/glossary.py)")
     return GlossaryTable(terms)
+
+
+README_START = "<!-- glossary:start (generated: python -m course_utils glossary --readme) -->"
+README_END = "<!-- glossary:end -->"
+
+
+def readme_with_glossary(readme: str) -> str:
+    """``readme`` with the block between the glossary markers replaced by the full table, so the
+    README never drifts from ``GLOSSARY`` (a test compares them)."""
+    if README_START not in readme or README_END not in readme:
+        raise ValueError(f"the README has no glossary block: add the lines {README_START!r} and {README_END!r}")
+    head, rest = readme.split(README_START, 1)
+    _, tail = rest.split(README_END, 1)
+    return f"{head}{README_START}\n{show_glossary().markdown()}\n{README_END}{tail}"

@@ -32,10 +32,11 @@ response's case and whitespace are written out as marker tokens added to the tok
 Surrounding whitespace is stripped first, as the checker does (``tasks.check``). The prompt is
 read as plain text: its case does not change what a correct answer is.
 
-What such a small model still gets wrong (measured: ``data/reward_model_metrics.json``): it
-learns the FORM of an answer well (code fences, preambles, case, brackets, trailing text) but is
-close to blind to its CONTENT: a wrong sum, count, parity label or sort order scores about the same
-as the right one. A policy trained against it can be rewarded for well-formed wrong answers.
+What such a small model still gets wrong (measured: ``data/reward_model_metrics.json``, lesson 6):
+it ranks the FORM of an answer well (code fences, preambles, case, brackets, trailing text: about
+97% of such test pairs) and its CONTENT much worse (a wrong sum, count, parity label or sort order:
+about 73%). A single space is the weakest form signal even with the [SP] marker: ``RESULT:81`` can
+outscore ``RESULT: 81``. A policy trained against it can be rewarded for well-formed wrong answers.
 
 Command line::
 
@@ -856,7 +857,7 @@ def summary_lines(metrics: dict) -> list[str]:
     if "train" in metrics:
         t = metrics["train"]
         lines.append(f"trained {t['steps']} steps on {t['pairs']} pairs in {t['seconds']:.1f} s wall, "
-                     f"{t.get('cpu_seconds', float('nan')):.1f} CPU-s ({t['threads']} threads); "
+                     f"{t.get('cpu_seconds', float('nan')):.1f} CPU-s ({t['threads']} thread{'' if t['threads'] == 1 else 's'}); "
                      f"loss {t['loss_first']:.3f} -> {t['loss_last_10_mean']:.3f}")
     tp = metrics["test_pairs"]
     lines.append(f"test pairs: accuracy {tp['accuracy']:.3f} ({tp['n']} pairs, {tp['ties']} ties), "

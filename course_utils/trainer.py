@@ -217,7 +217,7 @@ class PPOTrainer:
             model=config.model,
             lora=models.LoRASettings(rank=config.lora_rank, alpha=config.lora_alpha,
                                      target_modules=tuple(config.lora_target_modules)) if config.lora_rank else None,
-            reward=self._make_reward(),
+            reward=self.make_reward(),
             device=self.device, seed=config.seed,
         )
         self.policy = self.bundle.policy
@@ -252,7 +252,8 @@ class PPOTrainer:
 
     # ------------------------------------------------------------------ set-up helpers
 
-    def _make_reward(self):
+    def make_reward(self):
+        """The reward function named by ``config.reward`` (checker, learned model or the toy)."""
         from . import models
 
         if self.config.reward == "learned":

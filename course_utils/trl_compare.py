@@ -204,7 +204,7 @@ def reward_function(config: PPOConfig):
     from .trainer import PPOTrainer
 
     # The trainer's own factory, so that both sides use exactly the same reward.
-    return PPOTrainer._make_reward(SimpleNamespace(config=config, device=torch.device("cpu")))
+    return PPOTrainer.make_reward(SimpleNamespace(config=config, device=torch.device("cpu")))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -335,3 +335,16 @@ def test_glossary_has_korean_for_every_term_and_helpful_errors():
     assert "<table>" in table._repr_html_()
     with pytest.raises(KeyError, match="did you mean"):
         glossary.show_glossary(["advantage whitenning"])
+
+
+def test_readme_glossary_is_the_generated_table():
+    readme = (figures.FIGURES_DIR.parent / "README.md").read_text(encoding="utf-8")
+    assert glossary.readme_with_glossary(readme) == readme, "run: python -m course_utils glossary --readme"
+    rows = [line for line in readme.splitlines() if line.startswith("| **")]
+    assert len(rows) >= len(glossary.GLOSSARY)
+    assert "| **response mask** | 응답 마스크 |" in readme
+    # A README edited by hand inside the block is caught.
+    tampered = readme.replace("| **response mask** | 응답 마스크 |", "| **response mask** | ??? |")
+    assert glossary.readme_with_glossary(tampered) != tampered
+    with pytest.raises(ValueError, match="glossary block"):
+        glossary.readme_with_glossary("# no block here")
