@@ -476,6 +476,14 @@ def _sync(device: torch.device) -> None:
         torch.mps.synchronize()
 
 
+def _final_norm(model):
+    """The normalisation module that produces the last hidden state (``model.model.norm`` in
+    Llama, Qwen2, Mistral, ...), or None for an architecture without one."""
+    decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
+    norm = getattr(decoder, "norm", None)
+    return norm if isinstance(norm, torch.nn.Module) else None
+
+
 def _unpack(model, tokenizer):
     """Accept a ModelBundle or a PolicyWithValue (+ tokenizer)."""
     if hasattr(model, "policy") and hasattr(model, "tokenizer"):
@@ -518,15 +526,27 @@ def generate(
     query_ids, query_mask = tokenize_prompts(tokenizer, prompts, system, settings.max_new_tokens, max_context)
     query_ids, query_mask = query_ids.to(device), query_mask.to(device)
     eos_ids = stop_token_ids(tokenizer, base)
+    # Values need the last hidden state of every step. A forward hook on the final norm (the
+    # module whose output the LM head reads) records just that; output_hidden_states would
+    # collect all layers at every step, which costs ~10% of the sampling time on a CPU.
+    final_norm = _final_norm(base) if keep_generation_values else None
     config = settings.generation_config(
-        eos_ids, tokenizer.pad_token_id, output_logits=keep_generation_logprobs, output_hidden_states=keep_generation_values
+        eos_ids, tokenizer.pad_token_id, output_logits=keep_generation_logprobs,
+        output_hidden_states=keep_generation_values and final_norm is None,
     )
+    last_hidden: list[torch.Tensor] = []
+    hook = (final_norm.register_forward_hook(lambda _module, _inputs, out: last_hidden.append(out[:, -1]))
+            if final_norm is not None else nullcontext())
     rng = torch.random.fork_rng(devices=[device] if device.type == "cuda" else []) if seed is not None else nullcontext()
     merged = policy.merged_adapter() if merge_lora else nullcontext()
-    with rng, _eval_mode(policy), merged, _explicit_generation_config(base, config):
-        if seed is not None:
-            torch.manual_seed(seed)
-        out = policy.lm.generate(input_ids=query_ids, attention_mask=query_mask, generation_config=config)
+    try:
+        with rng, _eval_mode(policy), merged, _explicit_generation_config(base, config):
+            if seed is not None:
+                torch.manual_seed(seed)
+            out = policy.lm.generate(input_ids=query_ids, attention_mask=query_mask, generation_config=config)
+    finally:
+        if final_norm is not None:
+            hook.remove()
     lq = query_ids.shape[1]
     raw = out.sequences[:, lq:]
     mask, last_index, ended, truncated = response_mask_from_ids(raw, eos_ids)
@@ -542,10 +562,11 @@ def generate(
         lp = logprobs_from_logits(logits, response_ids, settings.temperature)
         rollout.generation_logprobs = torch.where(mask.bool(), lp, torch.zeros((), device=lp.device))
     if keep_generation_values:
-        # out.hidden_states[step][-1] is the last layer's output for the positions fed at that
-        # step: the whole prompt at step 0, one token afterwards. Its last position is the state
-        # whose logits chose token `step`, i.e. s_t in V(s_t).
-        hidden = torch.stack([step[-1][:, -1] for step in out.hidden_states], dim=1)  # [B, T, H]
+        # At each step the final norm sees the positions fed at that step: the whole prompt at
+        # step 0, one token afterwards. Its last position is the state whose logits chose token
+        # `step`, i.e. s_t in V(s_t). (Same tensor as out.hidden_states[step][-1][:, -1].)
+        steps = last_hidden[: raw.shape[1]] if final_norm is not None else [h[-1][:, -1] for h in out.hidden_states]
+        hidden = torch.stack(steps, dim=1)  # [B, T, H]
         head = policy.value_head
         values = head(hidden.to(head.weight.dtype)).squeeze(-1)
         rollout.generation_values = torch.where(mask.bool(), values, torch.zeros((), device=values.device))

@@ -509,3 +509,25 @@ def test_old_logprobs_and_values_can_come_from_the_generation(bundle):
     torch.testing.assert_close(reused.values, forward.values, atol=1e-4, rtol=0)
     with pytest.raises(ValueError, match="'forward' or 'generation'"):
         collect_rollout(bundle, PROMPTS, settings, old_logprobs_from="cache")
+
+
+def test_generation_values_from_the_norm_hook_equal_hidden_states(bundle, monkeypatch):
+    """The sampler's values come from a hook on the final norm; they must be the very numbers
+    output_hidden_states gives, and the hook must be gone afterwards."""
+    import course_utils.rollout as rollout_module
+
+    policy = bundle.policy
+    norm = rollout_module._final_norm(policy.base_model)
+    assert norm is not None and not norm._forward_hooks
+    torch.nn.init.normal_(policy.value_head.weight, std=0.1)
+    try:
+        settings = SamplingSettings(max_new_tokens=8)
+        hooked = generate(bundle, prompts=PROMPTS, settings=settings, seed=5, keep_generation_values=True)
+        assert not norm._forward_hooks
+        monkeypatch.setattr(rollout_module, "_final_norm", lambda model: None)
+        collected = generate(bundle, prompts=PROMPTS, settings=settings, seed=5, keep_generation_values=True)
+    finally:
+        torch.nn.init.zeros_(policy.value_head.weight)
+    assert torch.equal(hooked.response_ids, collected.response_ids)
+    assert hooked.generation_values.abs().max() > 1e-3
+    assert torch.equal(hooked.generation_values, collected.generation_values)
