@@ -22,9 +22,11 @@ def pick_device(device: str | None = None) -> torch.device:
     """Return the device to run on.
 
     Order: the ``device`` argument, then ``$COURSE_DEVICE``, then the best available of
-    cuda -> mps -> cpu. "auto" (or None / empty) means "pick the best available".
+    cuda -> mps -> cpu. "auto" (or None / empty) defers to ``$COURSE_DEVICE`` and otherwise picks
+    the best available, so the environment variable also steers configs that say "auto".
     """
-    requested = (device or os.environ.get(DEVICE_ENV_VAR) or "auto").strip().lower()
+    explicit = device if device and device.strip().lower() != "auto" else None
+    requested = (explicit or os.environ.get(DEVICE_ENV_VAR) or "auto").strip().lower()
     if requested == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda")

@@ -156,7 +156,8 @@ class GlossaryTable:
     def markdown(self) -> str:
         """The rows as a Markdown table (the README's glossary is this table for all terms)."""
         lines = ["| English | 한국어 | meaning |", "|---|---|---|"]
-        lines += [f"| **{term}** | {korean} | {meaning.replace('|', '/')} |" for term, korean, meaning in self.rows]
+        escape = str.maketrans({"|": "\\|"})  # a literal | would end the table cell
+        lines += [f"| **{term}** | {korean} | {meaning.translate(escape)} |" for term, korean, meaning in self.rows]
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:

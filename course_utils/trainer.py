@@ -34,7 +34,7 @@ import torch
 
 from . import ppo_math as pm
 from .config import PPOConfig, load_config
-from .device import pick_device, seed_everything, set_threads
+from .device import default_dtype, pick_device, seed_everything, set_threads
 
 if TYPE_CHECKING:
     from .rollout import Rollout
@@ -206,10 +206,16 @@ class PPOTrainer:
         self.quiet = quiet
         self.rank = torch.distributed.get_rank() if _dist_on() else 0
         self.world_size = torch.distributed.get_world_size() if _dist_on() else 1
-        if config.threads:
-            set_threads(config.threads)
+        set_threads(config.threads or None)  # 0: $COURSE_THREADS, else the cores (at most 8)
         seed_everything(config.seed)
         self.device = pick_device(config.device)
+        if config.old_logprobs_from == "generation" and bundle is None and default_dtype(self.device) != torch.float32:
+            # Refused here, before any model loads, rather than at the first rollout.
+            raise ValueError(
+                f"old_logprobs_from='generation' needs float32 weights, but on {self.device} the models load in "
+                f"{default_dtype(self.device)}. Use the preset for this device (configs/cuda.yaml) or add "
+                "--set old_logprobs_from=forward (or device=cpu)."
+            )
         self.run_dir = config.run_dir
         if self.rank == 0:
             self.run_dir.mkdir(parents=True, exist_ok=True)

@@ -54,7 +54,11 @@ def lab_server(tmp_path):
 
 def test_cliprange_slider_redraws_the_figure_in_a_real_browser(lab_server):
     if not Path(CHROMIUM).exists():
-        pytest.fail(f"Chromium not found at {CHROMIUM}: install Debian's chromium (`apt-get install chromium`)")
+        message = (f"Chromium not found at {CHROMIUM}: install it (Debian: `apt-get install chromium`) or "
+                   "point COURSE_CHROMIUM at a Chromium binary")
+        if os.environ.get("COURSE_REQUIRE_BROWSER") == "1":  # CI sets this: never skipped there
+            pytest.fail(message)
+        pytest.skip(message)
     from playwright.sync_api import sync_playwright
 
     base, token = lab_server

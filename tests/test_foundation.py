@@ -213,6 +213,12 @@ def test_pick_device_honours_argument_and_environment(monkeypatch):
     assert device.pick_device("cpu") == torch.device("cpu")
     monkeypatch.setenv(device.DEVICE_ENV_VAR, "cpu")
     assert device.pick_device() == torch.device("cpu")
+    # "auto" (what the presets say) defers to the environment variable, which names the fix.
+    monkeypatch.setenv(device.DEVICE_ENV_VAR, "tpu")
+    with pytest.raises(ValueError, match="COURSE_DEVICE=cpu"):
+        device.pick_device("auto")
+    assert device.pick_device("cpu") == torch.device("cpu")  # an explicit device wins
+    monkeypatch.delenv(device.DEVICE_ENV_VAR)
     with pytest.raises(ValueError, match="Unknown device"):
         device.pick_device("tpu")
     if not torch.cuda.is_available():

@@ -164,3 +164,20 @@ def test_killed_run_resumes_to_the_same_numbers(tmp_path):
     assert comparable(read(killed_dir)) == comparable(read(full_dir))
     read_evals = lambda d: [json.loads(x) for x in (d / "smoke" / "evals.jsonl").read_text().splitlines()]  # noqa: E731
     assert read_evals(killed_dir) == read_evals(full_dir)
+
+
+def test_sampler_logprobs_in_half_precision_are_refused_before_the_model_loads(tmp_path, monkeypatch):
+    """On a bfloat16 device (a CUDA GPU) old_logprobs_from='generation' would fail at the first
+    rollout; the trainer refuses it up front, naming the fix, without loading anything."""
+    from course_utils import models, trainer as trainer_module
+    from course_utils.trainer import PPOTrainer
+
+    monkeypatch.setattr(trainer_module, "default_dtype", lambda device: torch.bfloat16)
+    monkeypatch.setattr(models, "load_bundle", lambda **kw: pytest.fail("the model was loaded"))
+    config = smoke_config(tmp_path, old_logprobs_from="generation")
+    with pytest.raises(ValueError, match="old_logprobs_from=forward"):
+        PPOTrainer(config, quiet=True)
+    # The forward path is not refused: it goes on to load the model.
+    monkeypatch.setattr(models, "load_bundle", lambda **kw: (_ for _ in ()).throw(RuntimeError("loading")))
+    with pytest.raises(RuntimeError, match="loading"):
+        PPOTrainer(smoke_config(tmp_path, old_logprobs_from="forward"), quiet=True)
