@@ -1,7 +1,7 @@
 """Does PPO learn on this machine? The laptop preset, several seeds, one training-time budget.
 
     python -m course_utils bench-learning                      # = make bench-learning
-    python -m course_utils bench-learning --seeds 0 1 2 --minutes 15 --parallel 2 --out runs/learning.json
+    python -m course_utils bench-learning --seeds 0 1 2 --minutes 15 --parallel 1 --out runs/learning.json
 
 Each seed is one ordinary run of ``course_utils.trainer`` (``python -m course_utils ppo``) in a
 child process, with ``max_train_minutes`` set to the budget: it trains until the updates' wall
@@ -16,9 +16,10 @@ report. This script then reads those folders and writes one JSON:
                  seeds learned or hacked it; whether the target (a gain of 30 points) is met
     machine      CPU, cores, load average before and after (a busy machine slows every run)
 
-``--parallel N`` runs N seeds at once with ``cores // N`` torch threads each: on 2 cores,
-``--parallel 2`` gives each run one core (a harder test than one run on both cores, and half
-the wall time). A figure (pass rate against training minutes, one line per seed) is saved next
+``--parallel N`` runs N seeds at once with ``cores // N`` torch threads each. The default, 1,
+gives each run the whole machine, as a learner's single run has it; on 2 cores ``--parallel 2``
+gives each run one core (about half the updates in the budget: a harder test, in half the wall
+time). A figure (pass rate against training minutes, one line per seed) is saved next
 to the JSON.
 """
 
