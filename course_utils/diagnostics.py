@@ -20,10 +20,10 @@ dicts), so it can be tested on hand-made examples and run on any run's files:
     task_outcomes(...)                 per task family, before vs after: pass rate, partial-credit
                                        reward, hacks flagged, and a verdict (learned / hacked / ...)
 
-The three hacks the detector looks for are the ones a small policy found by itself on this
-course's tasks (see COURSE_DESIGN.md): copying the placeholder "<sum>" for format credit, one
-constant answer ("No.") for a yes/no task whose answers are half Yes and half No, and answers
-that shrink towards nothing.
+The hacks the detector looks for are the ones a small policy found by itself on tasks like this
+course's (the first hand-written CPU probe, week 8 section 3): copying the placeholder "<sum>" for
+format credit and one constant answer ("No.") for a yes/no task whose answers are half Yes and half
+No; plus answers that shrink towards nothing, and answers that echo the prompt.
 """
 
 from __future__ import annotations
