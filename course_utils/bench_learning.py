@@ -124,6 +124,33 @@ def plot_learning_curves(seeds: list[dict], minutes: float | None = None):
     return fig
 
 
+def plot_variant_gains(reports: dict[str, dict], target: float = TARGET_GAIN_POINTS):
+    """Held-out gain per seed (dots) and its mean ± std (bar) for several benchmark reports, one row
+    per variant, e.g. ``{"preset": report, "lr 1e-3": report}`` (pure: Figure out)."""
+    import matplotlib.pyplot as plt
+
+    names = list(reports)
+    fig, ax = plt.subplots(figsize=(6.5, 0.6 * len(names) + 1.4))
+    for row, name in enumerate(names):
+        gains = [s["gain_points"] for s in reports[name]["seeds"]]
+        y = len(names) - 1 - row  # the first variant on top
+        ax.plot(gains, [y] * len(gains), "o", color="tab:blue", alpha=0.7)
+        if gains:
+            mean, std = float(np.mean(gains)), float(np.std(gains, ddof=1)) if len(gains) > 1 else 0.0
+            ax.errorbar([mean], [y], xerr=[std], fmt="|", color="black", ms=14, capsize=4)
+            ax.annotate(f"{mean:+.1f} ± {std:.1f} ({len(gains)} seeds)", (mean, y), xytext=(0, 9),
+                        textcoords="offset points", ha="center", fontsize=8)
+    ax.axvline(0, color="0.6", lw=1)
+    ax.axvline(target, color="tab:red", ls="--", lw=1, label=f"target: +{target:.0f} points")
+    ax.set_yticks(range(len(names)), names[::-1])
+    ax.set_ylim(-0.7, len(names) - 0.3)
+    ax.set_xlabel("held-out pass-rate gain (points); dots: seeds, bar: mean ± std")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
 def child_command(config: str, seed: int, run_name: str, output_dir: str, minutes: float, threads: int,
                   extra: list[str]) -> list[str]:
     sets = [f"seed={seed}", f"run_name={run_name}", f"output_dir={output_dir}", f"max_train_minutes={minutes}",

@@ -33,6 +33,21 @@ def test_summary_mean_and_sample_std_of_the_gain_and_per_task_tallies():
     assert len(fig.axes[0].lines) == 3 + 2  # three seeds, the target line, the budget line
 
 
+def test_variant_plot_puts_each_seed_and_the_mean_of_each_variant_on_its_own_row():
+    import numpy as np
+
+    a = {"seeds": [_seed(0, 0.05, 0.45, {}, {}, {}), _seed(1, 0.05, 0.25, {}, {}, {})]}
+    b = {"seeds": [_seed(0, 0.05, 0.05, {}, {}, {})]}
+    fig = bl.plot_variant_gains({"first": a, "second": b})
+    ax = fig.axes[0]
+    dots = {tuple(np.round(line.get_xdata(), 6)): tuple(line.get_ydata()) for line in ax.lines
+            if line.get_marker() == "o"}
+    assert dots == {(40.0, 20.0): (1, 1), (0.0,): (0,)}  # the first variant on the top row
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["second", "first"]
+    labels = sorted(t.get_text() for t in ax.texts)
+    assert labels == ["+0.0 ± 0.0 (1 seeds)", f"+30.0 ± {np.std([40, 20], ddof=1):.1f} (2 seeds)"]
+
+
 def test_two_smoke_seeds_in_parallel_end_to_end(tmp_path, capsys):
     out = tmp_path / "learning.json"
     report = bl.main(["--config", "configs/smoke.yaml", "--seeds", "0", "1", "--minutes", "0.0001",
