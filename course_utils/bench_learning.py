@@ -136,7 +136,8 @@ def plot_variant_gains(reports: dict[str, dict], target: float = TARGET_GAIN_POI
         y = len(names) - 1 - row  # the first variant on top
         ax.plot(gains, [y] * len(gains), "o", color="tab:blue", alpha=0.7)
         if gains:
-            mean, std = float(np.mean(gains)), float(np.std(gains, ddof=1)) if len(gains) > 1 else 0.0
+            summary = summarise(reports[name]["seeds"])  # the same mean ± std as the report's summary
+            mean, std = summary["gain_points_mean"], summary["gain_points_std"]
             ax.errorbar([mean], [y], xerr=[std], fmt="|", color="black", ms=14, capsize=4)
             ax.annotate(f"{mean:+.1f} ± {std:.1f} ({len(gains)} seeds)", (mean, y), xytext=(0, 9),
                         textcoords="offset points", ha="center", fontsize=8)
