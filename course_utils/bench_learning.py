@@ -139,7 +139,8 @@ def plot_variant_gains(reports: dict[str, dict], target: float = TARGET_GAIN_POI
             summary = summarise(reports[name]["seeds"])  # the same mean ± std as the report's summary
             mean, std = summary["gain_points_mean"], summary["gain_points_std"]
             ax.errorbar([mean], [y], xerr=[std], fmt="|", color="black", ms=14, capsize=4)
-            ax.annotate(f"{mean:+.1f} ± {std:.1f} ({len(gains)} seeds)", (mean, y), xytext=(0, 9),
+            seeds = f"{len(gains)} seed" + ("s" if len(gains) > 1 else "")
+            ax.annotate(f"{mean:+.1f} ± {std:.1f} ({seeds})", (mean, y), xytext=(0, 9),
                         textcoords="offset points", ha="center", fontsize=8)
     ax.axvline(0, color="0.6", lw=1)
     ax.axvline(target, color="tab:red", ls="--", lw=1, label=f"target: +{target:.0f} points")

@@ -45,7 +45,7 @@ def test_variant_plot_puts_each_seed_and_the_mean_of_each_variant_on_its_own_row
     assert dots == {(40.0, 20.0): (1, 1), (0.0,): (0,)}  # the first variant on the top row
     assert [t.get_text() for t in ax.get_yticklabels()] == ["second", "first"]
     labels = sorted(t.get_text() for t in ax.texts)
-    assert labels == ["+0.0 ± 0.0 (1 seeds)", f"+30.0 ± {np.std([40, 20], ddof=1):.1f} (2 seeds)"]
+    assert labels == ["+0.0 ± 0.0 (1 seed)", f"+30.0 ± {np.std([40, 20], ddof=1):.1f} (2 seeds)"]
 
 
 def test_two_smoke_seeds_in_parallel_end_to_end(tmp_path, capsys):

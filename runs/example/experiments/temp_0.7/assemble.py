@@ -1,5 +1,8 @@
 """Assemble the two finished seeds of the stopped temperature-0.7 experiment with the library's own
-read_run / summarise / plot functions (the third seed was stopped on purpose, see the README)."""
+read_run / summarise / plot functions (the third seed was stopped on purpose, see the README).
+
+A record of how learning.json and learning.png here were made, not something to rerun: the run folders
+it read (/tmp/expA/...) were not kept. Usage then: python assemble.py <output folder>."""
 import json, sys
 from pathlib import Path
 from course_utils import bench_learning as bl
