@@ -18,7 +18,7 @@ import time
 
 
 def cmd_model(args: argparse.Namespace) -> None:
-    from . import hub
+    from course_utils.machinery import hub
 
     start = time.perf_counter()
     folder = hub.resolve_model(args.name)
@@ -30,38 +30,38 @@ def cmd_model(args: argparse.Namespace) -> None:
 
 
 def cmd_data(args: argparse.Namespace) -> None:
-    from . import tasks
+    from course_utils import tasks
 
     manifest = tasks.write_data(args.out) if args.out else tasks.write_data()
     print(json.dumps(manifest, indent=2))
 
 
 def cmd_rm(args: argparse.Namespace) -> None:
-    from . import reward_model
+    from course_utils import reward_model
 
     reward_model.main(args.rm_args)
 
 
 def cmd_ppo(args: argparse.Namespace) -> None:
-    from . import trainer
+    from course_utils import trainer
 
     trainer.main(args.ppo_args)
 
 
 def cmd_bench(args: argparse.Namespace) -> None:
-    from . import bench
+    from course_utils.comparison import bench
 
     bench.main(args.bench_args)
 
 
 def cmd_bench_learning(args: argparse.Namespace) -> None:
-    from . import bench_learning
+    from course_utils.comparison import bench_learning
 
     bench_learning.main(args.bench_learning_args)
 
 
 def cmd_figures(args: argparse.Namespace) -> None:
-    from . import figures
+    from course_utils.lesson_aids import figures
 
     for path in figures.make_all(args.out):
         print(path)
@@ -70,12 +70,12 @@ def cmd_figures(args: argparse.Namespace) -> None:
 def cmd_glossary(args: argparse.Namespace) -> None:
     from pathlib import Path
 
-    from . import glossary
+    from course_utils.lesson_aids import glossary
 
     if not args.readme:
         print(glossary.show_glossary())
         return
-    path = Path(__file__).resolve().parent.parent / "README.md"
+    from course_utils.machinery.paths import README as path
     path.write_text(glossary.readme_with_glossary(path.read_text(encoding="utf-8")), encoding="utf-8")
     print(f"updated the glossary table in {path}")
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import yaml
 
-from .ppo_math import KL_ESTIMATORS
+from course_utils.machinery.paths import CONFIGS_DIR
+from course_utils.ppo_math import KL_ESTIMATORS
 
 REWARD_KINDS = ("checker_partial", "checker_binary", "learned", "letters")
 LR_SCHEDULES = ("constant", "linear")
@@ -37,7 +38,7 @@ class PPOConfig:
 
     # ----------------------------------------------------------------- models
     model: str = "smollm2-135m-instruct"
-    """Policy model: a preset name, a hub id or a local folder (see course_utils.hub)."""
+    """Policy model: a preset name, a hub id or a local folder (see course_utils.machinery.hub)."""
     lora_rank: int = 16
     """LoRA rank on the policy; 0 means full fine-tuning (and a frozen copy as the reference)."""
     lora_alpha: int = 32
@@ -227,7 +228,7 @@ def load_config(path: str | os.PathLike | None = None, **overrides) -> PPOConfig
     if path is not None:
         path = Path(path)
         if not path.is_file():
-            presets = sorted(p.stem for p in Path(__file__).resolve().parents[1].joinpath("configs").glob("*.yaml"))
+            presets = sorted(p.stem for p in CONFIGS_DIR.glob("*.yaml"))
             raise FileNotFoundError(f"No config file {path}. Presets: {', '.join(presets)} (configs/<name>.yaml).")
         values = yaml.safe_load(path.read_text()) or {}
     fast = values.pop("fast", {}) or {}

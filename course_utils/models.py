@@ -27,8 +27,8 @@ from typing import Any, Iterator, Protocol, runtime_checkable
 import torch
 from torch import nn
 
-from . import hub
-from .device import default_dtype, pick_device, seed_everything
+from course_utils.machinery import hub
+from course_utils.device import default_dtype, pick_device, seed_everything
 
 __all__ = [
     "LoRASettings",
@@ -346,7 +346,7 @@ class CheckerReward:
                 f"prompts ({len(prompts)}), responses ({len(responses)}) and records ({len(records)}) "
                 "must have the same length"
             )
-        from . import tasks  # imported here: the task module is only needed for this reward
+        from course_utils import tasks  # imported here: the task module is only needed for this reward
 
         reward_of = tasks.binary_reward if self.kind == "binary" else tasks.partial_credit_reward
         values = [float(reward_of(record, answer)) for record, answer in zip(records, responses)]
@@ -421,7 +421,7 @@ class LearnedReward:
 
         folder = hub.check_model_folder(Path(path))
         if (folder / "reward_model.json").is_file():  # written by `python -m course_utils rm train`
-            from .reward_model import load_reward_model
+            from course_utils.reward_model import load_reward_model
 
             return load_reward_model(folder, device=device)
         settings = {}
@@ -492,7 +492,7 @@ def _library_versions() -> dict:
     import peft
     import transformers
 
-    from . import __version__
+    from course_utils import __version__
 
     return {
         "torch": torch.__version__,

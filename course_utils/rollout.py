@@ -34,8 +34,8 @@ from typing import Sequence
 
 import torch
 
-from . import hub
-from .ppo_math import last_token_index, logprobs_from_logits
+from course_utils.machinery import hub
+from course_utils.ppo_math import last_token_index, logprobs_from_logits
 
 __all__ = [
     "SamplingSettings",
@@ -751,7 +751,7 @@ def benchmark_rollout(
     phase over ``repeats`` runs."""
     import statistics
 
-    from .models import load_bundle
+    from course_utils.models import load_bundle
 
     if threads:
         torch.set_num_threads(threads)
@@ -789,7 +789,7 @@ if __name__ == "__main__":  # python -m course_utils.rollout [model]: a rollout 
     import json
     import sys
 
-    from .models import load_bundle
+    from course_utils.models import load_bundle
 
     name = sys.argv[1] if len(sys.argv) > 1 else hub.DEFAULT_MODEL
     torch.set_num_threads(2)

@@ -60,6 +60,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from course_utils.machinery.paths import DATA_DIR
+
 SPLIT_SIZES = {"train": 400, "validation": 100, "test": 100}
 SPLITS = tuple(SPLIT_SIZES)
 DEFAULT_SEED = 0
@@ -835,7 +837,7 @@ def binary_reward(prompt_record, answer: str) -> float:
 def default_data_dir() -> Path:
     """$COURSE_DATA_DIR if set, else the repository's data/ next to the package."""
     env = os.environ.get(DATA_ENV_VAR)
-    return Path(env) if env else Path(__file__).resolve().parent.parent / "data"
+    return Path(env) if env else DATA_DIR
 
 
 def _jsonl(records) -> str:
@@ -856,7 +858,7 @@ def write_data(data_dir: str | os.PathLike | None = None, seed: int = DEFAULT_SE
     Files: {split}.jsonl (prompts) and pairs_{split}.jsonl for split in train/validation/test.
     Byte-identical for the same seed (no timestamps; fixed key order; "\\n" line ends).
     """
-    from .preference_pairs import make_preference_pairs  # imported here: that module imports this one
+    from course_utils.preference_pairs import make_preference_pairs  # imported here: that module imports this one
 
     data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
     data_dir.mkdir(parents=True, exist_ok=True)

@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from . import ppo_math as pm
-from .config import PPOConfig, load_config
-from .device import default_dtype, pick_device, seed_everything, set_threads
+from course_utils import ppo_math as pm
+from course_utils.config import PPOConfig, load_config
+from course_utils.device import default_dtype, pick_device, seed_everything, set_threads
 
 if TYPE_CHECKING:
-    from .rollout import Rollout
+    from course_utils.rollout import Rollout
 
 CHECKPOINT = "checkpoint"
 METRICS = "metrics.jsonl"
@@ -199,7 +199,7 @@ class PPOTrainer:
     """
 
     def __init__(self, config: PPOConfig, bundle=None, callbacks=(), quiet: bool = False):
-        from . import models, tasks
+        from course_utils import models, tasks
 
         self.config = config.validate()
         self.callbacks = list(callbacks)
@@ -261,7 +261,7 @@ class PPOTrainer:
 
     def make_reward(self):
         """The reward function named by ``config.reward`` (checker, learned model or the toy)."""
-        from . import models
+        from course_utils import models
 
         if self.config.reward == "learned":
             return models.LearnedReward.from_folder(self.config.reward_model_path, device=self.device)
@@ -271,7 +271,7 @@ class PPOTrainer:
         return models.CheckerReward(kind=kind)
 
     def sampling(self, greedy: bool = False):
-        from .rollout import SamplingSettings
+        from course_utils.rollout import SamplingSettings
 
         return SamplingSettings(temperature=self.config.temperature, top_k=0, top_p=1.0,
                                 max_new_tokens=self.config.max_new_tokens, do_sample=not greedy)
@@ -288,7 +288,7 @@ class PPOTrainer:
         """Steps 1-4 on one batch of prompts (the next batch of the prompt stream when ``records``
         is None): sample, score, shape, advantages. Nothing is trained; the policy sampling the
         batch is the "old" policy π_old that every later ratio compares with."""
-        from .rollout import collect_rollout
+        from course_utils.rollout import collect_rollout
 
         cfg = self.config
         t_start = time.perf_counter()
@@ -334,7 +334,7 @@ class PPOTrainer:
         Returns this step's statistics (floats; the ratio statistics are measured on the forward
         that produced the gradient, i.e. *before* the step), or None when the step was skipped
         because the loss or the gradient was not finite (the weights are left untouched)."""
-        from .rollout import sequence_forward
+        from course_utils.rollout import sequence_forward
 
         cfg = self.config
         mb = batch.rollout.select(idx)
@@ -488,8 +488,8 @@ class PPOTrainer:
     def evaluate(self) -> dict:
         """Greedy answers to the held-out prompts: checker pass rate overall and per task, mean
         reward, and the answers to the fixed sample prompts."""
-        from . import tasks
-        from .rollout import decode_responses, generate
+        from course_utils import tasks
+        from course_utils.rollout import decode_responses, generate
 
         self.policy.eval()
         records = self.eval_records
@@ -648,7 +648,7 @@ class PPOTrainer:
         """Run until ``total_updates`` or a stop rule; write metrics, checkpoints and the report."""
         from tqdm.auto import tqdm
 
-        from . import report
+        from course_utils.machinery import report
 
         cfg = self.config
         if resume and self.load_checkpoint():
@@ -700,7 +700,7 @@ class PPOTrainer:
                    "pass_rate_before": self.evals[0]["pass_rate"], "pass_rate_after": self.evals[-1]["pass_rate"],
                    "world_size": self.world_size, "ranks_in_sync": params_in_sync(self.params)}
         if "answers" in self.evals[0] and "answers" in self.evals[-1]:
-            from .diagnostics import task_outcomes
+            from course_utils.lesson_aids.diagnostics import task_outcomes
 
             summary["task_outcomes"] = task_outcomes(self.eval_records, self.evals[0]["answers"],
                                                      self.evals[-1]["answers"])

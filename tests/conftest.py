@@ -15,13 +15,13 @@ torch.set_num_threads(int(os.environ.get("COURSE_THREADS", "2")))
 @pytest.fixture(scope="session")
 def tiny_model_dir():
     """Folder of the 2-layer test model (real SmolLM2 tokenizer and chat template)."""
-    from course_utils import hub
+    from course_utils.machinery import hub
 
     return hub.resolve_model(hub.TINY_MODEL)
 
 
 @pytest.fixture(scope="session")
 def tiny_tokenizer(tiny_model_dir):
-    from course_utils import hub
+    from course_utils.machinery import hub
 
     return hub.load_tokenizer(tiny_model_dir)

@@ -1,4 +1,4 @@
-"""The speed/memory benchmark harness (course_utils.bench).
+"""The speed/memory benchmark harness (course_utils.comparison.bench).
 
 The smoke test runs both trainers for real on the tiny model (one timed update each, no warm-up,
 4 episodes of 8 tokens) and checks the JSON it writes: keys, internal consistency, and that both
@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from course_utils import bench
+from course_utils.comparison import bench
 
 SIDE_KEYS = {"s_per_update", "episodes_per_s", "peak_rss_gb", "peak_rss_updates_gb", "phases",
              "update_times_s", "response_tokens_per_update", "trainable_parameters", "computes"}

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from course_utils import bench_learning as bl
+from course_utils.comparison import bench_learning as bl
 
 
 def _seed(seed, before, after, tasks_before, tasks_after, verdicts, minutes=1.0):

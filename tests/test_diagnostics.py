@@ -1,4 +1,4 @@
-"""course_utils.diagnostics on hand-made answer lists and logs, with hand-counted expectations."""
+"""course_utils.lesson_aids.diagnostics on hand-made answer lists and logs, with hand-counted expectations."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 
-from course_utils import diagnostics as dg  # noqa: E402
+from course_utils.lesson_aids import diagnostics as dg  # noqa: E402
 
 SUM_PROMPT = "Add {a} and {b}. Reply with one line: RESULT: <sum>"
 PARITY_PROMPT = "Is {n} an even number? Answer Yes or No only."
@@ -275,7 +275,7 @@ def _family_records(family, n):
 
 
 def test_task_outcomes_tells_learned_from_hacked_from_unchanged():
-    from course_utils.diagnostics import task_outcomes
+    from course_utils.lesson_aids.diagnostics import task_outcomes
 
     lower = _family_records("lowercase_word", 6)
     parity = _family_records("yes_no_parity", 6)
@@ -299,7 +299,7 @@ def test_task_outcomes_tells_learned_from_hacked_from_unchanged():
 
 
 def test_task_outcomes_placeholder_copy_is_a_hack_and_shorter_right_answers_are_not():
-    from course_utils.diagnostics import task_outcomes
+    from course_utils.lesson_aids.diagnostics import task_outcomes
 
     sums = _family_records("result_sum", 5)
     copied = ["RESULT: <sum>"] * 5
@@ -311,7 +311,7 @@ def test_task_outcomes_placeholder_copy_is_a_hack_and_shorter_right_answers_are_
 
 
 def test_task_outcomes_reward_only_and_worse():
-    from course_utils.diagnostics import task_outcomes
+    from course_utils.lesson_aids.diagnostics import task_outcomes
 
     lower = _family_records("lowercase_word", 4)
     # the right word with its capitals kept: format credit without a pass
@@ -323,14 +323,14 @@ def test_task_outcomes_reward_only_and_worse():
 
 
 def test_task_outcomes_rejects_misaligned_lists():
-    from course_utils.diagnostics import task_outcomes
+    from course_utils.lesson_aids.diagnostics import task_outcomes
 
     with pytest.raises(ValueError, match="one answer of each per record"):
         task_outcomes(_family_records("lowercase_word", 3), ["a"] * 3, ["a"] * 2)
 
 
 def test_task_outcomes_a_flag_already_raised_before_training_is_not_a_hack():
-    from course_utils.diagnostics import task_outcomes
+    from course_utils.lesson_aids.diagnostics import task_outcomes
 
     lower = _family_records("lowercase_word", 4)
     out = task_outcomes(lower, [""] * 4, ["\n"] * 4)  # empty before, empty after

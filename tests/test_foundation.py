@@ -19,7 +19,8 @@ import pytest
 import torch
 import yaml
 
-from course_utils import device, hub
+from course_utils import device
+from course_utils.machinery import hub
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from course_utils import hub
+from course_utils.machinery import hub
 from course_utils.models import (
     CheckerReward,
     LearnedReward,

@@ -1,4 +1,4 @@
-"""Tests for course_utils.plots, widgets, figures and glossary.
+"""Tests for course_utils.lesson_aids.plots, widgets, figures and glossary.
 
 The plot functions are pure, so the tests read the drawn artists back (found by gid) and compare
 them with independent references: piecewise formulas written with numpy, plain loops, closed
@@ -13,7 +13,8 @@ import pytest
 import torch
 from matplotlib.patches import Rectangle
 
-from course_utils import figures, glossary, plots, ppo_math, widgets
+from course_utils.lesson_aids import figures, glossary, plots, widgets
+from course_utils import ppo_math
 
 torch.set_num_threads(1)
 

@@ -1,4 +1,4 @@
-"""Policy lag on one fixed batch (course_utils.policy_lag), on the tiny model with the smoke preset.
+"""Policy lag on one fixed batch (course_utils.lesson_aids.policy_lag), on the tiny model with the smoke preset.
 
 Independent references: a plain-Python recomputation of every measured number from a separate
 forward pass; the trainer's own per-step log (with one minibatch per epoch, the statistics it
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from course_utils import policy_lag as pl
+from course_utils.lesson_aids import policy_lag as pl
 from course_utils.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]

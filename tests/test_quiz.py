@@ -1,4 +1,4 @@
-"""Tests for course_utils.quiz: answering without a browser, clear errors, widget state."""
+"""Tests for course_utils.lesson_aids.quiz: answering without a browser, clear errors, widget state."""
 
 import html
 from decimal import Decimal
@@ -9,8 +9,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_utils import quiz
-from course_utils.quiz import (
+from course_utils.lesson_aids import quiz
+from course_utils.lesson_aids.quiz import (
     Checklist, Feedback, MultipleChoice, MultiSelect, NumericAnswer, Quiz, QuizInputError, checklist,
 )
 
@@ -365,7 +365,7 @@ def test_renders_in_a_headless_kernel():
     # every output keeps the text version next to the widget view.
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
-    cells = ["from course_utils.quiz import *\n"
+    cells = ["from course_utils.lesson_aids.quiz import *\n"
              "q = MultipleChoice('r?', {'a': '0.06', 'b': '1.3'}, 'b', {'b': 'It divides.'})\nq",
              "Quiz('Week 4', [q, NumericAnswer('A?', 0.6)]).show()",
              "checklist(['one', 'two'])",

@@ -10,7 +10,7 @@ import pytest
 import torch
 from hypothesis import given, settings as hyp_settings, strategies as st
 
-from course_utils import hub
+from course_utils.machinery import hub
 from course_utils.models import load_bundle
 from course_utils.ppo_math import probability_ratio
 from course_utils.rollout import (

@@ -1,4 +1,4 @@
-"""Lesson 10's comparison harness (course_utils.trl_compare).
+"""Lesson 10's comparison harness (course_utils.comparison.trl_compare).
 
 Pure functions are checked on hand-made tensors against plain loops. The harness itself runs
 TRL 1.12.0's PPOTrainer and ours for real on a tiny model, edited so that it often emits EOS
@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from course_utils import ppo_math as pm
-from course_utils import trl_compare as tc
+from course_utils.comparison import trl_compare as tc
 from course_utils.rollout import response_mask_from_ids
 
 torch.set_num_threads(1)
@@ -129,7 +129,7 @@ def test_prompt_batches_are_the_ones_our_trainer_draws(tiny_model_dir, tmp_path)
 
 def test_text_reward_model_scores_decoded_answers_like_our_trainer(tiny_model_dir, tiny_tokenizer):
     from course_utils import tasks
-    from course_utils.bench import trl_prompt_ids, trl_tokenizer
+    from course_utils.comparison.bench import trl_prompt_ids, trl_tokenizer
     from course_utils.models import CheckerReward
 
     with pytest.raises(RuntimeError, match="occurs inside a prompt"):  # SmolLM2's own pad token is <|im_end|>

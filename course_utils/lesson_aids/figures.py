@@ -12,9 +12,9 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from . import plots, widgets
+from course_utils.lesson_aids import plots, widgets
 
-FIGURES_DIR = Path(__file__).resolve().parent.parent / "figures"
+from course_utils.machinery.paths import FIGURES_DIR
 
 # Lesson 4's example: five ratios, A = +1 and -1, cliprange 0.2.
 EXAMPLE_RATIOS = (0.5, 0.8, 1.0, 1.2, 1.5)

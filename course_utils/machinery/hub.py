@@ -274,7 +274,7 @@ def load_causal_lm(name: str | os.PathLike = DEFAULT_MODEL, device=None, dtype=N
     import torch
     from transformers import AutoModelForCausalLM
 
-    from .device import default_dtype, pick_device
+    from course_utils.device import default_dtype, pick_device
 
     device = pick_device(device) if not isinstance(device, torch.device) else device
     dtype = dtype or default_dtype(device)

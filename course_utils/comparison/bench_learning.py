@@ -38,7 +38,7 @@ import numpy as np
 TARGET_GAIN_POINTS = 30.0
 """The course's target: held-out pass rate up by at least this many points (issue 6)."""
 
-ROOT = Path(__file__).resolve().parents[1]
+from course_utils.machinery.paths import REPO_ROOT as ROOT
 
 
 def read_run(run_dir: Path) -> dict:
@@ -196,8 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
-    from .bench import library_versions, machine_info
-    from .config import load_config
+    from course_utils.comparison.bench import library_versions, machine_info
+    from course_utils.config import load_config
 
     import yaml
 

@@ -1,6 +1,6 @@
 """Lesson 10: one PPO configuration run by TRL 1.12.0's PPOTrainer and by ours, and scaling out.
 
-    from course_utils import trl_compare as tc
+    from course_utils.comparison import trl_compare as tc
     config = tc.lesson_config()                                   # our PPOConfig
     trl = tc.run_in_child("trl", config, updates=3, out_dir="runs/week10-trl")
     ours = tc.run_in_child("ours", config, updates=3, out_dir="runs/week10-ours")
@@ -53,10 +53,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import ppo_math as pm
-from .config import PPOConfig
+from course_utils import ppo_math as pm
+from course_utils.config import PPOConfig
 
-ROOT = Path(__file__).resolve().parents[1]
+from course_utils.machinery.paths import REPO_ROOT as ROOT
 TRL_VERSION = "1.12.0"
 ADAM_EPS = 1e-5  # the epsilon of our trainer's Adam (trainer.PPOTrainer); TRL gets the same
 
@@ -93,7 +93,7 @@ def trl_args_for(config: PPOConfig, output_dir: str, total_updates: int | None =
     estimator other than k1/k3, or ``whiten_rewards`` (TRL whitens the per-token shaped rewards,
     we whiten the scores: a different operation).
     """
-    from . import bench
+    from course_utils.comparison import bench
 
     problems = []
     if config.ent_coef != 0:
@@ -188,8 +188,8 @@ def prompt_batches(config: PPOConfig, updates: int) -> list[list]:
     """The training prompt records our trainer draws in its first ``updates`` updates, batch by
     batch: the same filtering and the same ``PromptStream`` (seeded by ``config.seed``) as
     ``PPOTrainer`` uses on one process. TRL gets these batches in this order."""
-    from . import tasks
-    from .trainer import PromptStream
+    from course_utils import tasks
+    from course_utils.trainer import PromptStream
 
     families = set(config.task_families)
     records = [r for r in tasks.load_split(config.train_split) if not families or r.family in families]
@@ -201,7 +201,7 @@ def reward_function(config: PPOConfig):
     """The reward function our trainer builds for ``config`` (checker, learned model or toy)."""
     from types import SimpleNamespace
 
-    from .trainer import PPOTrainer
+    from course_utils.trainer import PPOTrainer
 
     # The trainer's own factory, so that both sides use exactly the same reward.
     return PPOTrainer.make_reward(SimpleNamespace(config=config, device=torch.device("cpu")))
@@ -239,7 +239,7 @@ class TextRewardModel(torch.nn.Module):
 
     def trl_get_reward(self, query_responses: torch.Tensor, pad_token_id: int, context_length: int):
         """``(None, scores [B], sequence_lengths [B])`` like TRL's ``get_reward`` (only the scores are used)."""
-        from .rollout import decode_responses, response_mask_from_ids
+        from course_utils.rollout import decode_responses, response_mask_from_ids
 
         queries, responses = query_responses[:, :context_length], query_responses[:, context_length:]
         records, prompts = [], []
@@ -417,8 +417,9 @@ def run_trl(config: PPOConfig, updates: int | None = None, capture: bool = True)
     from trl.experimental.ppo import PPOTrainer
     from trl.experimental.ppo import ppo_trainer as trl_ppo
 
-    from . import bench, hub
-    from .device import seed_everything, set_threads
+    from course_utils.comparison import bench
+    from course_utils.machinery import hub
+    from course_utils.device import seed_everything, set_threads
 
     if trl.__version__ != TRL_VERSION:
         raise RuntimeError(f"lesson 10 needs trl=={TRL_VERSION} (its PPOTrainer was removed later); found "
@@ -501,8 +502,8 @@ def run_ours(config: PPOConfig, updates: int | None = None) -> dict:
     """Run ``updates`` calls of our ``PPOTrainer.ppo_update()`` on ``config`` (no evaluation, no
     checkpoint), in this process. Returns ``{"side", "metrics", "prompts", "info"}`` with our
     trainer's metrics dict of each update."""
-    from .device import set_threads
-    from .trainer import PPOTrainer
+    from course_utils.device import set_threads
+    from course_utils.trainer import PPOTrainer
 
     updates = updates or config.total_updates
     start = time.perf_counter()
@@ -530,13 +531,13 @@ def run_ours(config: PPOConfig, updates: int | None = None) -> dict:
 
 
 def _peak_rss_gb() -> float:
-    from .bench import ru_maxrss_gb
+    from course_utils.comparison.bench import ru_maxrss_gb
 
     return ru_maxrss_gb()
 
 
 def _versions() -> dict:
-    from .bench import library_versions
+    from course_utils.comparison.bench import library_versions
 
     return library_versions()
 
@@ -598,7 +599,7 @@ def run_in_child(side: str, config: PPOConfig, updates: int | None = None, out_d
     out = Path(out_dir or (ROOT / "runs" / f"week10-{side}"))
     out.mkdir(parents=True, exist_ok=True)
     (out / RESULT_JSON).unlink(missing_ok=True)
-    command = [sys.executable, "-m", "course_utils.trl_compare", "run", side, "--config-json",
+    command = [sys.executable, "-m", "course_utils.comparison.trl_compare", "run", side, "--config-json",
                json.dumps(config.to_dict()), "--updates", str(updates or config.total_updates), "--out", str(out)]
     if not capture:
         command.append("--no-capture")
@@ -786,7 +787,7 @@ def our_view_of_trl_batch(batch: dict, eos_token_id, kl_coef: float, gamma: floa
     and returns (``ppo_math.masked_gae``, V = 0 after the last real token). Returns
     ``{"mask", "last_index", "rewards", "advantages", "returns", "values"}``.
     """
-    from .rollout import response_mask_from_ids
+    from course_utils.rollout import response_mask_from_ids
 
     mask, last, _, _ = response_mask_from_ids(batch["responses"], eos_token_id)
     real = mask.bool()
@@ -865,7 +866,7 @@ def whiten_on_processes(x: torch.Tensor, mask: torch.Tensor, world_size: int = 2
         torch.save({"x": x, "mask": mask, "parts": parts}, tmp / "data.pt")
         port = _free_port()
         env = _gloo_env(_child_env(1))
-        procs = [subprocess.Popen([sys.executable, "-m", "course_utils.trl_compare", "whiten-worker", str(rank),
+        procs = [subprocess.Popen([sys.executable, "-m", "course_utils.comparison.trl_compare", "whiten-worker", str(rank),
                                    str(world_size), str(port), str(tmp / "data.pt"), str(tmp / f"out{rank}.pt")],
                                   cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                  for rank in range(world_size)]
@@ -925,7 +926,7 @@ def run_ppo_processes(processes: int, overrides: dict, config_path: str | os.Pat
     wall = time.perf_counter() - start
     if done.returncode != 0:
         raise RuntimeError(f"the {processes}-process run exited with {done.returncode}:\n{done.stderr[-3000:]}")
-    from .config import load_config
+    from course_utils.config import load_config
 
     run_dir = load_config(config_path, **overrides).run_dir
     read = lambda name: [json.loads(line) for line in (run_dir / name).read_text().splitlines()]  # noqa: E731
@@ -968,7 +969,7 @@ def ppo_memory_gb(n_params: float, critic_params: float | None = None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m course_utils.trl_compare",
+    parser = argparse.ArgumentParser(prog="python -m course_utils.comparison.trl_compare",
                                      description="Run one side of lesson 10's comparison, or a whitening worker.")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run TRL's or our trainer and save its result")

@@ -3,7 +3,7 @@
 Each widget has two halves:
 
 * a pure *view* function (``clipping_view``, ``gae_view``, ``beta_view``) that takes numbers and
-  tensors, computes with ``course_utils.ppo_math``, draws with ``course_utils.plots`` and returns
+  tensors, computes with ``course_utils.ppo_math``, draws with ``course_utils.lesson_aids.plots`` and returns
   ``(figure, summary)``. Tests call these directly; so can a learner without widgets.
 * a ``*_widget`` function that builds labelled sliders and an output area, and on every slider
   change shows the view's figure as a PNG image followed by one printed line of numbers.
@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import torch
 
-from . import plots, ppo_math
+from course_utils.lesson_aids import plots
+from course_utils import ppo_math
 
 __all__ = [
     "sampled_log_ratios",

@@ -422,7 +422,7 @@ def reward_checker_agreement(scores: Sequence[float], passed: Sequence[bool]) ->
     p = np.asarray(passed, dtype=bool)
     if s.shape != p.shape or s.ndim != 1:
         raise ValueError(f"scores {s.shape} and passed {p.shape} must be two lists of the same length")
-    from .reward_model import point_biserial  # the one implementation of the correlation
+    from course_utils.reward_model import point_biserial  # the one implementation of the correlation
 
     nan = float("nan")
     mean_pass = float(s[p].mean()) if p.any() else nan
@@ -516,7 +516,7 @@ def task_outcomes(records: Sequence, answers_before: Sequence[str], answers_afte
                                     "worse"     if the pass rate fell by >= min_gain,
                                     "no change" otherwise
     """
-    from . import tasks
+    from course_utils import tasks
 
     if not len(records) == len(answers_before) == len(answers_after):
         raise ValueError(f"{len(records)} records, {len(answers_before)} answers before and "

@@ -24,7 +24,7 @@ import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from . import ppo_math
+from course_utils import ppo_math
 
 __all__ = [
     "figure_to_png",

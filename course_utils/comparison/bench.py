@@ -2,14 +2,14 @@
 
     python -m course_utils bench --out runs/bench.json            # both, SmolLM2-135M, 3 updates each
     python -m course_utils bench --only trl --updates 5           # one side only
-    python -m course_utils.bench --model tiny-smollm2 --updates 1 --warmup 0   # seconds (also works)
+    python -m course_utils.comparison.bench --model tiny-smollm2 --updates 1 --warmup 0   # seconds (also works)
 
 The shared configuration (issue 6): SmolLM2-135M-Instruct in float32 on the CPU, LoRA rank 8
 (alpha 16) on q_proj and v_proj, 8 episodes per update, 32 response tokens, 1 PPO epoch of 1
 minibatch, temperature 0.8, 2 torch threads, prompts from the course's training split rendered
 with the chat template (the same pool; each trainer shuffles it its own way).
 
-Each trainer runs in its OWN child process (``python -m course_utils.bench --child ours|trl``), one
+Each trainer runs in its OWN child process (``python -m course_utils.comparison.bench --child ours|trl``), one
 after the other, so their peak memories are separate and they never compete for the cores. A child
 loads its models, runs ``warmup`` updates that are not counted, then ``updates`` timed updates,
 and reports:
@@ -70,6 +70,8 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from course_utils.machinery.paths import REPO_ROOT
 
 GB = 1e9
 TARGETS = {
@@ -194,7 +196,7 @@ def load_prompts(n: int) -> tuple[list[str], str]:
     from), and where they came from. Falls back to a fixed list when the task data cannot be
     loaded (TRL then still runs; our trainer needs the task data anyway)."""
     try:
-        from . import tasks
+        from course_utils import tasks
 
         try:
             records = tasks.load_split("train")
@@ -216,7 +218,7 @@ def set_threads(n: int) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Building TRL's PPOTrainer: shared with course_utils.trl_compare (lesson 10)
+# Building TRL's PPOTrainer: shared with course_utils.comparison.trl_compare (lesson 10)
 # ---------------------------------------------------------------------------------------------
 
 TRL_PAD_TOKEN = "<|endoftext|>"
@@ -242,7 +244,7 @@ def trl_prompt_ids(tokenizer, prompts: list[str]) -> list[list[int]]:
     ``input_ids`` (TRL wants the prompts already tokenized). The same ids as our rollouts use
     (``rollout.render_prompts``, no extra special tokens). Raises if the pad token occurs inside
     a prompt, because TRL would then mask it out."""
-    from .rollout import render_prompts
+    from course_utils.rollout import render_prompts
 
     ids = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in render_prompts(tokenizer, prompts)]
     if any(tokenizer.pad_token_id in row for row in ids):
@@ -361,7 +363,7 @@ def run_trl(cfg: BenchConfig) -> dict:
     from trl.experimental.ppo import PPOTrainer
     from trl.experimental.ppo import ppo_trainer as trl_ppo
 
-    from . import hub
+    from course_utils.machinery import hub
 
     rss_after_imports = current_rss_gb()
     torch.manual_seed(cfg.seed)
@@ -500,8 +502,8 @@ def building_blocks(trainer) -> tuple[dict, int]:
     """
     import torch
 
-    from . import ppo_math as pm
-    from .rollout import collect_rollout, generate, sequence_forward
+    from course_utils import ppo_math as pm
+    from course_utils.rollout import collect_rollout, generate, sequence_forward
 
     bundle, policy, config = trainer.bundle, trainer.policy, trainer.config
     records = trainer.prompts.next_batch()
@@ -551,8 +553,8 @@ def run_ours(cfg: BenchConfig) -> dict:
     """
     set_threads(cfg.threads)
     rss_at_start = current_rss_gb()
-    from .config import PPOConfig
-    from .trainer import PPOTrainer
+    from course_utils.config import PPOConfig
+    from course_utils.trainer import PPOTrainer
 
     rss_after_imports = current_rss_gb()
     warnings.filterwarnings("ignore", message=".*min_new_tokens.*")  # the off-policy note above
@@ -695,10 +697,10 @@ def run_child(side: str, cfg: BenchConfig, workdir: Path, timeout: float | None 
         "OMP_NUM_THREADS": str(cfg.threads), "MKL_NUM_THREADS": str(cfg.threads),
         "TOKENIZERS_PARALLELISM": "false", "TRL_EXPERIMENTAL_SILENCE": "1", "PYTHONUNBUFFERED": "1",
         "HF_HUB_OFFLINE": env.get("HF_HUB_OFFLINE", "1"),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT),
                                                      env.get("PYTHONPATH")])),
     })
-    command = [sys.executable, "-m", "course_utils.bench", "--child", side,
+    command = [sys.executable, "-m", "course_utils.comparison.bench", "--child", side,
                "--child-config", json.dumps(asdict(cfg)), "--child-result", str(result_path)]
     start = time.perf_counter()
     with open(log_path, "w") as log:

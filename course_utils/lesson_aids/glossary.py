@@ -179,7 +179,7 @@ def show_glossary(terms: list[str] | None = None) -> GlossaryTable:
         if term not in GLOSSARY:
             close = difflib.get_close_matches(term, GLOSSARY, n=3, cutoff=0.4)
             hint = f"did you mean {close}?" if close else f"known terms: {sorted(GLOSSARY)}"
-            raise KeyError(f"{term!r} is not in the glossary; {hint} (add it to course_utils/glossary.py)")
+            raise KeyError(f"{term!r} is not in the glossary; {hint} (add it to course_utils/lesson_aids/glossary.py)")
     return GlossaryTable(terms)
 
 

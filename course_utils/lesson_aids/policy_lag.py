@@ -28,8 +28,8 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from . import ppo_math as pm
-from .plots import COLOURS, _new_figure, _tag, _to_numpy
+from course_utils import ppo_math as pm
+from course_utils.lesson_aids.plots import COLOURS, _new_figure, _tag, _to_numpy
 
 __all__ = [
     "MEASURED",
@@ -105,7 +105,7 @@ def measure_against_rollout(trainer, batch) -> dict:
     deviation) plus ``ratios`` (1-D float32 tensor, the ratios of the real tokens in row-major
     order) and ``logprobs`` ([B, T], 0 outside the mask).
     """
-    from .rollout import sequence_forward
+    from course_utils.rollout import sequence_forward
 
     cfg, rollout = trainer.config, batch.rollout
     mask = rollout.response_mask

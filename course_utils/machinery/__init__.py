@@ -1,0 +1,1 @@
+"""Machinery engineers read: model files, paths, processes, metrics, stop rules, checkpoints, reports."""

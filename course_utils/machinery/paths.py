@@ -1,0 +1,13 @@
+"""Where the repository's folders are: the one place that knows the layout on disk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+"""The checkout: the folder holding ``course_utils/``, ``configs/``, ``data/`` and ``notebooks/``."""
+
+CONFIGS_DIR = REPO_ROOT / "configs"
+DATA_DIR = REPO_ROOT / "data"
+FIGURES_DIR = REPO_ROOT / "figures"
+README = REPO_ROOT / "README.md"
