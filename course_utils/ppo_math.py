@@ -4,7 +4,8 @@ Read this file from top to bottom: each section builds on the one before.
 
 1. Masked statistics   masked_sum, masked_mean, masked_var, global_masked_mean_var, masked_whiten
 2. Log-probabilities    logprobs_from_logits, entropy_from_logits, masked_entropy
-3. KL to the reference  kl_estimate, kl_penalty_rewards, last_token_index, shaped_rewards
+3. KL to the reference  kl_estimate, kl_penalty_rewards, last_token_index, shaped_rewards,
+                        score_on_last_token
 4. Advantages           td_residuals, masked_gae, explained_variance
 5. The PPO losses       probability_ratio, clipped_objective_per_token, clipped_surrogate,
                         clipped_value_loss, approx_kl, ratio_stats
@@ -46,6 +47,7 @@ __all__ = [
     "kl_penalty_rewards",
     "last_token_index",
     "shaped_rewards",
+    "score_on_last_token",
     "td_residuals",
     "masked_gae",
     "explained_variance",
@@ -397,16 +399,28 @@ def shaped_rewards(
     not on the position after it.
     """
     m = _as_bool_mask(logprobs, mask, "logprobs")
+    placed = score_on_last_token(scores, m)  # checks the shape of scores first
+    return kl_penalty_rewards(logprobs, ref_logprobs, m, kl_coef, kl_estimator) + placed.to(logprobs.dtype)
+
+
+def score_on_last_token(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The score part of the shaped reward: each response's score on its last real token.
+
+    out[b, t] = scores[b] · 1[t = last real token of row b]
+
+    Shapes: ``scores [B]``, ``mask [B, T]`` -> ``[B, T]`` (float32 unless ``scores`` is wider).
+    An all-padding row has no token to hold its score: the row stays 0.
+    """
+    m = mask.bool() if mask.dtype != torch.bool else mask
     if scores.dim() != 1 or scores.shape[0] != m.shape[0]:
         raise ValueError(
             f"scores must have shape [batch] = [{m.shape[0]}], got {tuple(scores.shape)}; "
             "squeeze the reward model's [B, 1] output"
         )
-    rewards = kl_penalty_rewards(logprobs, ref_logprobs, m, kl_coef, kl_estimator)
     last = last_token_index(m)
     rows = torch.nonzero(last >= 0).squeeze(-1)
-    # Out-of-place index_put keeps autograd and the caller's tensors untouched.
-    return rewards.index_put((rows, last[rows]), scores[rows].to(rewards.dtype), accumulate=True)
+    placed = torch.zeros(m.shape, dtype=torch.promote_types(scores.dtype, torch.float32), device=m.device)
+    return placed.index_put((rows, last[rows]), scores[rows].to(placed.dtype))
 
 
 # ---------------------------------------------------------------------------------------------

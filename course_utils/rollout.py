@@ -29,7 +29,6 @@ import time
 import warnings
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
-from html import escape
 from typing import Sequence
 
 import torch
@@ -49,11 +48,6 @@ __all__ = [
     "sequence_forward",
     "generate",
     "collect_rollout",
-    "token_pieces",
-    "format_masked_tokens",
-    "masked_tokens_html",
-    "show_rollout",
-    "benchmark_rollout",
 ]
 
 
@@ -558,19 +552,30 @@ def generate(
         settings=settings,
     )
     if keep_generation_logprobs:
-        logits = torch.stack(out.logits, dim=1)  # [B, T, V], raw logits before any warper
-        lp = logprobs_from_logits(logits, response_ids, settings.temperature)
-        rollout.generation_logprobs = torch.where(mask.bool(), lp, torch.zeros((), device=lp.device))
+        rollout.generation_logprobs = _sampler_logprobs(out, response_ids, mask, settings.temperature)
     if keep_generation_values:
-        # At each step the final norm sees the positions fed at that step: the whole prompt at
-        # step 0, one token afterwards. Its last position is the state whose logits chose token
-        # `step`, i.e. s_t in V(s_t). (Same tensor as out.hidden_states[step][-1][:, -1].)
         steps = last_hidden[: raw.shape[1]] if final_norm is not None else [h[-1][:, -1] for h in out.hidden_states]
-        hidden = torch.stack(steps, dim=1)  # [B, T, H]
-        head = policy.value_head
-        values = head(hidden.to(head.weight.dtype)).squeeze(-1)
-        rollout.generation_values = torch.where(mask.bool(), values, torch.zeros((), device=values.device))
+        rollout.generation_values = _sampler_values(policy, steps, mask)
     return rollout
+
+
+def _sampler_logprobs(out, response_ids: torch.Tensor, mask: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Log-probs of the sampled tokens from the sampler's own raw logits (before any warper)."""
+    logits = torch.stack(out.logits, dim=1)  # [B, T, V]
+    lp = logprobs_from_logits(logits, response_ids, temperature)
+    return torch.where(mask.bool(), lp, torch.zeros((), device=lp.device))
+
+
+def _sampler_values(policy, steps: list[torch.Tensor], mask: torch.Tensor) -> torch.Tensor:
+    """V(s_t) from the sampler's last hidden states.
+
+    At each step the final norm sees the positions fed at that step: the whole prompt at step 0,
+    one token afterwards. Its last position is the state whose logits chose token ``step``, i.e.
+    s_t in V(s_t) (the same tensor as ``out.hidden_states[step][-1][:, -1]``)."""
+    hidden = torch.stack(steps, dim=1)  # [B, T, H]
+    head = policy.value_head
+    values = head(hidden.to(head.weight.dtype)).squeeze(-1)
+    return torch.where(mask.bool(), values, torch.zeros((), device=values.device))
 
 
 def decode_responses(tokenizer, response_ids: torch.Tensor, response_mask: torch.Tensor) -> list[str]:
@@ -656,151 +661,3 @@ def collect_rollout(
     rollout.records = list(records) if records is not None else None
     rollout.timings = timings
     return rollout
-
-
-# ---------------------------------------------------------------------------------------------
-# 5. Seeing the mask: tokens coloured by the mask (text and HTML)
-# ---------------------------------------------------------------------------------------------
-
-
-def token_pieces(tokenizer, ids) -> list[str]:
-    """The text of each token on its own, with newlines shown as ↵ so one token stays one piece."""
-    ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
-    return [tokenizer.decode([i], skip_special_tokens=False).replace("\n", "↵") for i in ids]
-
-
-def format_masked_tokens(tokenizer, ids, mask) -> str:
-    """Text picture of a mask: tokens with mask 1 in [brackets], tokens with mask 0 bare.
-
-    Example: ``<|im_start|>assistant↵[The][ answer][<|im_end|>]<|im_end|><|im_end|>`` shows the
-    kept EOS inside brackets and the padding EOS tokens (same id!) outside.
-    """
-    mask = mask.tolist() if isinstance(mask, torch.Tensor) else list(mask)
-    if len(mask) != len(ids):
-        raise ValueError(f"{len(ids)} ids but {len(mask)} mask entries")
-    return "".join(f"[{p}]" if m else p for p, m in zip(token_pieces(tokenizer, ids), mask))
-
-
-def masked_tokens_html(tokenizer, ids, mask, title: str | None = None) -> str:
-    """HTML picture of a mask: mask-1 tokens on green, mask-0 tokens grey; hover a token for its
-    position, id and mask value. A pure function returning a string (display it with
-    ``IPython.display.HTML``)."""
-    ids_list = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
-    mask = mask.tolist() if isinstance(mask, torch.Tensor) else list(mask)
-    if len(mask) != len(ids_list):
-        raise ValueError(f"{len(ids_list)} ids but {len(mask)} mask entries")
-    spans = []
-    for pos, (piece, token_id, m) in enumerate(zip(token_pieces(tokenizer, ids_list), ids_list, mask)):
-        style = (
-            "background:#c6efce;color:#0b3d0b;border:1px solid #5cb85c" if m
-            else "background:#f0f0f0;color:#999;border:1px solid #ddd"
-        )
-        tip = f"position {pos} · id {token_id} · mask {int(m)}"
-        spans.append(
-            f"<span title='{escape(tip)}' style='{style};border-radius:3px;padding:0 2px;margin:1px;"
-            f"font-family:monospace;white-space:pre;display:inline-block'>{escape(piece)}</span>"
-        )
-    legend = (
-        "<div style='font-size:90%;color:#555'>green: mask 1 (a trained action) · grey: mask 0 "
-        "(prompt, padding, anything after the first EOS)</div>"
-    )
-    head = f"<div><b>{escape(title)}</b></div>" if title else ""
-    return f"<div>{head}<div style='line-height:1.9'>{''.join(spans)}</div>{legend}</div>"
-
-
-def rollout_row(rollout: Rollout, row: int = 0, show_padding: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """Prompt + response ids of one row and the mask over them (0 on the whole prompt).
-    Left padding is left out unless ``show_padding``; positions after the first EOS are kept
-    (they show why the mask, not the id, decides what is real)."""
-    keep = slice(0, None) if show_padding else rollout.query_mask[row].bool().cpu()
-    query = rollout.query_ids[row].cpu()[keep]
-    ids = torch.cat([query, rollout.response_ids[row].cpu()])
-    mask = torch.cat([torch.zeros(len(query)), rollout.response_mask[row].float().cpu()])
-    return ids, mask
-
-
-def show_rollout(rollout: Rollout, tokenizer, row: int = 0, html: bool = False, show_padding: bool = False) -> str:
-    """One rollout row (prompt and response) with its mask drawn over the tokens."""
-    ids, mask = rollout_row(rollout, row, show_padding)
-    status = "ended with EOS" if bool(rollout.ended_with_eos[row]) else "truncated (no EOS)"
-    pads = int((rollout.query_mask[row] == 0).sum())
-    hidden = f", {pads} left-padding tokens not shown" if pads and not show_padding else ""
-    title = f"row {row}: {int(mask.sum())} response tokens (mask 1), {status}{hidden}"
-    if html:
-        return masked_tokens_html(tokenizer, ids, mask, title)
-    return f"{title}\n{format_masked_tokens(tokenizer, ids, mask)}"
-
-
-# ---------------------------------------------------------------------------------------------
-# 6. Measuring the phases
-# ---------------------------------------------------------------------------------------------
-
-
-def benchmark_rollout(
-    model: str = hub.DEFAULT_MODEL,
-    batch_size: int = 8,
-    max_new_tokens: int = 32,
-    threads: int | None = 2,
-    repeats: int = 2,
-    seed: int = 0,
-) -> dict:
-    """Time each rollout phase (merged and unmerged generation, generation that also returns its
-    logits and hidden states, policy and reference forwards) for ``batch_size`` prompts x
-    ``max_new_tokens`` tokens, after one warm-up. Responses are forced to full length (EOS
-    banned) so every run generates the same number of tokens. Returns the median seconds per
-    phase over ``repeats`` runs."""
-    import statistics
-
-    from course_utils.models import load_bundle
-
-    if threads:
-        torch.set_num_threads(threads)
-    bundle = load_bundle(model, seed=seed)
-    prompts = [
-        "Write the word 'apple' in capital letters.", "What is 17 + 25?", "Name three colours.",
-        "Is 14 an even number? Answer Yes or No.", "Reverse the list [1, 2, 3].",
-        "Give a JSON object with key 'a' set to 1.", "Say hello in French.", "Lowercase this: HELLO WORLD",
-    ]
-    prompts = (prompts * (batch_size // len(prompts) + 1))[:batch_size]
-    # Full-length responses (EOS banned until max_new_tokens), so every run times the same
-    # number of tokens; this makes the sampler off-policy, which is fine for a stopwatch.
-    settings = SamplingSettings(max_new_tokens=max_new_tokens, min_new_tokens=max_new_tokens)
-    results: dict[str, list[float]] = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        collect_rollout(bundle, prompts, settings, seed=seed)  # warm-up (first-call allocations)
-        for run in range(repeats):
-            for merge, source in ((True, "forward"), (False, "forward"), (True, "generation")):
-                r = collect_rollout(bundle, prompts, settings, seed=seed + run, merge_lora=merge, old_logprobs_from=source)
-                key = {True: "generate_merged_s", False: "generate_unmerged_s"}[merge]
-                if source == "generation":
-                    key = "generate_merged_with_logits_and_hidden_s"
-                results.setdefault(key, []).append(r.timings["generate_s"])
-                if merge and source == "forward":
-                    for phase in ("policy_forward_s", "reference_forward_s", "decode_s"):
-                        results.setdefault(phase, []).append(r.timings[phase])
-    summary = {k: round(statistics.median(v), 4) for k, v in results.items()}
-    summary.update(model=str(model), batch_size=batch_size, max_new_tokens=max_new_tokens,
-                   threads=torch.get_num_threads(), response_tokens=r.num_tokens, device=str(bundle.device))
-    return summary
-
-
-if __name__ == "__main__":  # python -m course_utils.rollout [model]: a rollout with its mask drawn
-    import json
-    import sys
-
-    from course_utils.models import load_bundle
-
-    name = sys.argv[1] if len(sys.argv) > 1 else hub.DEFAULT_MODEL
-    torch.set_num_threads(2)
-    demo = load_bundle(name)
-    print(demo)
-    result = collect_rollout(demo, ["What is 2 + 3? Answer with a number.", "Say hi."],
-                             SamplingSettings(max_new_tokens=24), seed=0)
-    for i in range(result.batch_size):
-        print()
-        print(show_rollout(result, demo.tokenizer, i))
-        print("response text:", repr(result.response_texts[i]))
-    print("\ntimings:", json.dumps({k: round(v, 3) for k, v in result.timings.items()}))
-    if "--bench" in sys.argv:
-        print(json.dumps(benchmark_rollout(name, repeats=1 if "--quick" in sys.argv else 2), indent=2))

@@ -51,7 +51,6 @@ padding any answer (even the correct one) drops it below a plain wrong answer.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -176,7 +175,6 @@ class TaskFamily:
         return text == prompt.target
 
 
-Task = TaskFamily  # the name the course notes use for a task family
 
 
 # --------------------------------------------------------------------------------------------
@@ -840,46 +838,12 @@ def default_data_dir() -> Path:
     return Path(env) if env else DATA_DIR
 
 
-def _jsonl(records) -> str:
-    return "".join(json.dumps(r, ensure_ascii=True) + "\n" for r in records)
-
-
 def _read_jsonl(path: Path) -> list[dict]:
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist. Fix: run `make data` "
                                 f"(or `python -m course_utils data`), or set {DATA_ENV_VAR}.")
     with path.open(encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
-
-
-def write_data(data_dir: str | os.PathLike | None = None, seed: int = DEFAULT_SEED) -> dict:
-    """Write the prompts and preference pairs of every split, plus manifest.json; return the manifest.
-
-    Files: {split}.jsonl (prompts) and pairs_{split}.jsonl for split in train/validation/test.
-    Byte-identical for the same seed (no timestamps; fixed key order; "\\n" line ends).
-    """
-    from course_utils.preference_pairs import make_preference_pairs  # imported here: that module imports this one
-
-    data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    contents = {}
-    for split, prompts in make_all_splits(seed).items():
-        contents[f"{split}.jsonl"] = (_jsonl(p.to_dict() for p in prompts), len(prompts))
-        pairs = make_preference_pairs(prompts, seed)
-        contents[f"pairs_{split}.jsonl"] = (_jsonl(pairs), len(pairs))
-    manifest = {
-        "generator": "course_utils.tasks.write_data",
-        "format_version": DATA_FORMAT_VERSION,
-        "seed": seed,
-        "families": list(TASK_FAMILIES),
-        "files": {},
-    }
-    for name, (text, count) in contents.items():
-        raw = text.encode("utf-8")
-        (data_dir / name).write_bytes(raw)
-        manifest["files"][name] = {"count": count, "sha256": hashlib.sha256(raw).hexdigest()}
-    (data_dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    return manifest
 
 
 def load_split(split: str, data_dir: str | os.PathLike | None = None) -> list[Prompt]:
@@ -894,16 +858,3 @@ def load_pairs(split: str, data_dir: str | os.PathLike | None = None) -> list[di
     _check_split_name(split)
     folder = Path(data_dir) if data_dir is not None else default_data_dir()
     return _read_jsonl(folder / f"pairs_{split}.jsonl")
-
-
-def main_data(argv: list[str] | None = None) -> dict:
-    """`python -m course_utils data [--out DIR] [--seed N]`: regenerate the data files."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m course_utils data", description=main_data.__doc__)
-    parser.add_argument("--out", default=None, help="output folder (default: the repository's data/)")
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    args = parser.parse_args(argv)
-    manifest = write_data(args.out, args.seed)
-    print(json.dumps(manifest, indent=2))
-    return manifest

@@ -1,45 +1,44 @@
-"""The PPO loop, written to be read next to the pseudocode of lesson 7.
+"""The PPO loop: updates one after another, evaluations, stop rules, checkpoints and the report.
 
-One update does, in order:
+    evaluate()                                 held-out pass rate before training
+    until total_updates, a stop rule or the time budget:
+        metrics = ppo_update()                 one update: course_utils.update (the pseudocode)
+        stop rules on the metrics              machinery.stop_rules
+        every eval_every updates: evaluate()   greedy answers, checker pass rate per task
+        checkpoint if the update was healthy   machinery.checkpoint: the last-known-good state
+    adapter, report.md, summary.json
 
-    1. rollout      sample responses; old log-probs, values (policy) and reference log-probs
-    2. score        raw reward per response (checker or reward model)
-    3. shape        per-token reward = -beta * KL_t, plus the score on the last real token
-    4. advantages   GAE over the real tokens, returns = A + V, then whiten A
-    5. optimise     epochs x minibatches of  clipped policy loss + vf_coef * value loss - ent_coef * entropy
-    6. bookkeeping  adapt beta, log metrics, check the stop rules, save a checkpoint
-
-Every formula comes from ``ppo_math``; this file only wires them together. The loop runs the same
-on one process or under ``torchrun`` (CPU: gloo), where whitening and metric means are global.
+What one update computes is in ``course_utils.update``; this file runs it and keeps the books.
+The loop runs the same on one process or under ``torchrun`` (CPU: gloo), where whitening and
+metric means are global.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import random
-import shutil
 import signal
 import sys
 import time
-from contextlib import nullcontext
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
+from course_utils import models, tasks
 from course_utils import ppo_math as pm
+from course_utils import update as ppo
 from course_utils.config import PPOConfig, load_config
 from course_utils.device import default_dtype, pick_device, seed_everything, set_threads
+from course_utils.machinery import checkpoint, report, stop_rules
+from course_utils.machinery.distributed import params_in_sync, rank_and_world_size
+from course_utils.machinery.faults import NaNRewardFrom
+from course_utils.machinery.metrics import update_metrics
+from course_utils.machinery.run_checks import task_outcomes
+from course_utils.rewards import make_reward
+from course_utils.rollout import SamplingSettings, decode_responses, generate
 
-if TYPE_CHECKING:
-    from course_utils.rollout import Rollout
-
-CHECKPOINT = "checkpoint"
 METRICS = "metrics.jsonl"
 
 
@@ -90,105 +89,8 @@ class PromptStream:
 
 
 # ---------------------------------------------------------------------------------------------
-# Distributed helpers (no-ops on one process)
-# ---------------------------------------------------------------------------------------------
-
-
-def _dist_on() -> bool:
-    return torch.distributed.is_available() and torch.distributed.is_initialized()
-
-
-def all_reduce_mean_(tensors: list[torch.Tensor]) -> None:
-    """Average tensors (e.g. gradients) across processes, in place."""
-    if not _dist_on():
-        return
-    world = torch.distributed.get_world_size()
-    for t in tensors:
-        torch.distributed.all_reduce(t)
-        t.div_(world)
-
-
-def params_in_sync(params: list[torch.Tensor]) -> bool:
-    """True if every process holds the same weights (compares a checksum across processes)."""
-    if not _dist_on():
-        return True
-    checksum = torch.stack([p.detach().double().sum() for p in params]).sum().reshape(1)
-    low, high = checksum.clone(), checksum.clone()
-    torch.distributed.all_reduce(low, op=torch.distributed.ReduceOp.MIN)
-    torch.distributed.all_reduce(high, op=torch.distributed.ReduceOp.MAX)
-    return bool(low == high)
-
-
-def all_processes_agree(flag: bool) -> bool:
-    """True only if ``flag`` is true on every process, so all of them take the same branch
-    (one process skipping a step that the others take would deadlock the gradient all-reduce)."""
-    if not _dist_on():
-        return flag
-    t = torch.tensor([0.0 if flag else 1.0])
-    torch.distributed.all_reduce(t)
-    return bool(t.item() == 0)
-
-
-def global_mean(value: float) -> float:
-    """Mean of a per-process number over all processes (e.g. a minibatch loss)."""
-    if not _dist_on():
-        return value
-    return global_sum([value])[0] / torch.distributed.get_world_size()
-
-
-def global_sum(values: list[float]) -> list[float]:
-    if not _dist_on():
-        return values
-    t = torch.tensor(values, dtype=torch.float64)
-    torch.distributed.all_reduce(t)
-    return t.tolist()
-
-
-# ---------------------------------------------------------------------------------------------
 # The trainer
 # ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class StopSignal:
-    """Why a run stopped early: the rule's name and the numbers that tripped it."""
-
-    rule: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"[{self.rule}] {self.message}"
-
-
-STEP_STATS = ("policy_loss", "value_loss", "entropy", "policy_clipfrac", "value_clipfrac", "approx_kl",
-              "ratio_mean", "ratio_var", "ratio_max", "grad_norm")
-"""Statistics of one optimizer step, logged as their mean over the steps of an update."""
-
-
-@dataclass
-class PreparedBatch:
-    """Steps 1-4 of an update: one rollout batch and what the optimisation needs from it.
-
-    Shapes (B episodes, T response columns): ``raw_scores [B]`` (the reward before any
-    whitening); ``kl_per_token``, ``rewards``, ``raw_advantages``, ``advantages`` (whitened if the
-    config says so: what the policy loss uses), ``returns`` (value targets) are ``[B, T]`` and 0
-    outside ``rollout.response_mask``. ``kl_coef`` is the β the rewards were shaped with;
-    ``timings`` holds ``rollout_s`` and ``advantage_s`` in seconds.
-    """
-
-    records: list
-    rollout: "Rollout"
-    raw_scores: torch.Tensor
-    kl_coef: float
-    kl_per_token: torch.Tensor
-    rewards: torch.Tensor
-    raw_advantages: torch.Tensor
-    advantages: torch.Tensor
-    returns: torch.Tensor
-    timings: dict
-
-    def __len__(self) -> int:
-        return len(self.records)
 
 
 class PPOTrainer:
@@ -199,13 +101,9 @@ class PPOTrainer:
     """
 
     def __init__(self, config: PPOConfig, bundle=None, callbacks=(), quiet: bool = False):
-        from course_utils import models, tasks
-
         self.config = config.validate()
-        self.callbacks = list(callbacks)
-        self.quiet = quiet
-        self.rank = torch.distributed.get_rank() if _dist_on() else 0
-        self.world_size = torch.distributed.get_world_size() if _dist_on() else 1
+        self.callbacks, self.quiet = list(callbacks), quiet
+        self.rank, self.world_size = rank_and_world_size()
         set_threads(config.threads or None)  # 0: $COURSE_THREADS, else the cores (at most 8)
         seed_everything(config.seed)
         self.device = pick_device(config.device)
@@ -219,267 +117,68 @@ class PPOTrainer:
         self.run_dir = config.run_dir
         if self.rank == 0:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-
-        self.bundle = bundle or models.load_bundle(
-            model=config.model,
-            lora=models.LoRASettings(rank=config.lora_rank, alpha=config.lora_alpha,
-                                     target_modules=tuple(config.lora_target_modules)) if config.lora_rank else None,
-            reward=self.make_reward(),
-            device=self.device, seed=config.seed,
-        )
+        lora = models.LoRASettings(rank=config.lora_rank, alpha=config.lora_alpha,
+                                   target_modules=tuple(config.lora_target_modules)) if config.lora_rank else None
+        self.bundle = bundle or models.load_bundle(model=config.model, lora=lora, reward=make_reward(config, self.device),
+                                                   device=self.device, seed=config.seed)
         self.policy = self.bundle.policy
+        # Training rollouts are scored through the fault injector (a no-op unless the config asks).
+        self.train_reward = NaNRewardFrom(self.bundle.reward, config.inject_nan_reward_at, lambda: self.update)
         if self.world_size > 1:
             # Same initial weights on every process (seeded above), different samples per process.
             seed_everything(config.seed + 1000 * self.rank)
         self.params = self.policy.trainable_parameters()
         self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5)
         total = config.total_updates
-        if config.lr_schedule == "linear":
-            self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda u: max(0.0, 1 - u / total))
-        else:
-            self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda u: 1.0)
+        decay = (lambda u: max(0.0, 1 - u / total)) if config.lr_schedule == "linear" else (lambda u: 1.0)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, decay)
         self.kl_controller = (pm.AdaptiveKLController(config.kl_coef, config.kl_target, config.kl_horizon)
                               if config.adaptive_kl else pm.FixedKLController(config.kl_coef))
-
-        families = set(config.task_families)
-        train = [r for r in tasks.load_split(config.train_split) if not families or r.family in families]
-        self.eval_records = balanced_subset(
-            [r for r in tasks.load_split(config.eval_split) if not families or r.family in families],
-            config.eval_prompts)
-        self.sample_records = balanced_subset(self.eval_records, config.num_sample_prompts)
-        self.prompts = PromptStream(train, config.batch_size, config.seed, self.rank, self.world_size)
-
-        self.update = 0
+        self._load_prompts()
+        self.update = 0  # updates done so far
         self.history: list[dict] = []
         self.evals: list[dict] = []
-        self.nonfinite_streak = 0
-        self.clipfrac_streak = 0
-        self.hacking_streak = 0
-        self.stop: StopSignal | None = None
+        self.streaks = stop_rules.Streaks()
+        self.stop: stop_rules.StopSignal | None = None
 
-    # ------------------------------------------------------------------ set-up helpers
+    def _load_prompts(self) -> None:
+        cfg, families = self.config, set(self.config.task_families)
+        train = [r for r in tasks.load_split(cfg.train_split) if not families or r.family in families]
+        held_out = [r for r in tasks.load_split(cfg.eval_split) if not families or r.family in families]
+        self.eval_records = balanced_subset(held_out, cfg.eval_prompts)
+        self.sample_records = balanced_subset(self.eval_records, cfg.num_sample_prompts)
+        self.prompts = PromptStream(train, cfg.batch_size, cfg.seed, self.rank, self.world_size)
 
-    def make_reward(self):
-        """The reward function named by ``config.reward`` (checker, learned model or the toy)."""
-        from course_utils import models
-
-        if self.config.reward == "learned":
-            return models.LearnedReward.from_folder(self.config.reward_model_path, device=self.device)
-        if self.config.reward == "letters":
-            return models.LetterFractionReward()
-        kind = "binary" if self.config.reward == "checker_binary" else "partial"
-        return models.CheckerReward(kind=kind)
-
-    def sampling(self, greedy: bool = False):
-        from course_utils.rollout import SamplingSettings
-
+    def sampling(self, greedy: bool = False) -> SamplingSettings:
         return SamplingSettings(temperature=self.config.temperature, top_k=0, top_p=1.0,
                                 max_new_tokens=self.config.max_new_tokens, do_sample=not greedy)
 
     def log(self, message: str) -> None:
         if self.rank == 0 and not self.quiet:
-            from tqdm.auto import tqdm
-
             tqdm.write(message)
 
     # ------------------------------------------------------------------ one update
 
-    def prepare_batch(self, records: list | None = None) -> "PreparedBatch":
-        """Steps 1-4 on one batch of prompts (the next batch of the prompt stream when ``records``
-        is None): sample, score, shape, advantages. Nothing is trained; the policy sampling the
-        batch is the "old" policy π_old that every later ratio compares with."""
-        from course_utils.rollout import collect_rollout
-
-        cfg = self.config
-        t_start = time.perf_counter()
-
-        # 1. rollout: responses, old log-probs and values, reference log-probs (no gradients)
+    def prepare_batch(self, records: list | None = None) -> ppo.RolloutBatch:
+        """Steps 1-4 (``update.prepare_batch``) on the next batch of the prompt stream, or on
+        ``records``, with the current β."""
         records = self.prompts.next_batch() if records is None else list(records)
-        rollout = collect_rollout(self.bundle, [r.prompt for r in records], self.sampling(), records=records,
-                                  old_logprobs_from=cfg.old_logprobs_from)
-        mask = rollout.response_mask
-        t_rollout = time.perf_counter()
-
-        # 2. score each response (raw reward-model / checker score, one number per sequence)
-        scores = self.bundle.reward.score(rollout.prompts, rollout.response_texts, records).to(mask.device)
-        if 0 <= cfg.inject_nan_reward_at <= self.update:
-            scores = torch.full_like(scores, float("nan"))
-        raw_scores = scores.clone()
-        if cfg.whiten_rewards:
-            ones = torch.ones_like(scores)
-            scores = pm.masked_whiten(scores[:, None], ones[:, None], shift_mean=False)[:, 0]
-
-        # 3. shaped per-token rewards: KL penalty on every token + the score on the last one
-        kl_coef = self.kl_controller.value
-        kl_per_token = pm.kl_estimate(rollout.old_logprobs, rollout.ref_logprobs, cfg.kl_estimator, mask=mask)
-        rewards = pm.shaped_rewards(scores, rollout.old_logprobs, rollout.ref_logprobs, mask, kl_coef,
-                                    cfg.kl_estimator)
-
-        # 4. advantages by GAE, returns as value targets, whitened advantages for the policy loss
-        advantages, returns = pm.masked_gae(rewards, rollout.values, mask, cfg.gamma, cfg.lam)
-        raw_advantages = advantages
-        if cfg.whiten_advantages:
-            advantages = pm.masked_whiten(advantages, mask)
-        t_advantage = time.perf_counter()
-        return PreparedBatch(records=records, rollout=rollout, raw_scores=raw_scores, kl_coef=kl_coef,
-                             kl_per_token=kl_per_token, rewards=rewards, raw_advantages=raw_advantages,
-                             advantages=advantages, returns=returns,
-                             timings={"rollout_s": t_rollout - t_start, "advantage_s": t_advantage - t_rollout})
-
-    def minibatch_step(self, batch: "PreparedBatch", idx: torch.Tensor) -> dict | None:
-        """One optimizer step on the rows ``idx`` of ``batch`` (step 5's inner body):
-
-            loss = clipped policy loss + vf_coef * clipped value loss - ent_coef * entropy
-
-        Returns this step's statistics (floats; the ratio statistics are measured on the forward
-        that produced the gradient, i.e. *before* the step), or None when the step was skipped
-        because the loss or the gradient was not finite (the weights are left untouched)."""
-        from course_utils.rollout import sequence_forward
-
-        cfg = self.config
-        mb = batch.rollout.select(idx)
-        logprobs, values, logits = sequence_forward(
-            self.policy, mb.query_ids, mb.query_mask, mb.response_ids, mb.response_mask, cfg.temperature)
-        m = mb.response_mask  # never all zero: every response has at least one token
-        pg_loss, pg_clipfrac = pm.clipped_surrogate(logprobs, mb.old_logprobs, batch.advantages[idx], m,
-                                                    cfg.cliprange)
-        vf_loss, vf_clipfrac = pm.clipped_value_loss(values, mb.values, batch.returns[idx], m,
-                                                     cfg.cliprange_value)
-        # Without an entropy bonus the entropy is only logged: keep it out of the graph (its
-        # backward through a softmax over the whole vocabulary would cost ~5% of the step).
-        with torch.no_grad() if cfg.ent_coef == 0 else nullcontext():
-            entropy = pm.masked_entropy(logits, m, temperature=cfg.temperature)
-        loss = pg_loss + cfg.vf_coef * vf_loss - cfg.ent_coef * entropy
-
-        self.optimizer.zero_grad(set_to_none=True)
-        if not all_processes_agree(bool(torch.isfinite(loss))):
-            return None  # never step on a NaN/inf loss: the weights stay good
-        loss.backward()
-        all_reduce_mean_([p.grad for p in self.params if p.grad is not None])
-        if cfg.max_grad_norm > 0:
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
-        else:
-            grad_norm = torch.nn.utils.get_total_norm([p.grad for p in self.params if p.grad is not None])
-        if not torch.isfinite(grad_norm):
-            self.optimizer.zero_grad(set_to_none=True)
-            return None
-        self.optimizer.step()
-        with torch.no_grad():
-            ratio = pm.ratio_stats(logprobs, mb.old_logprobs, m)
-            return {key: float(value) for key, value in (
-                ("policy_loss", pg_loss), ("value_loss", vf_loss), ("entropy", entropy),
-                ("policy_clipfrac", pg_clipfrac), ("value_clipfrac", vf_clipfrac),
-                ("approx_kl", pm.approx_kl(logprobs, mb.old_logprobs, m)),
-                ("ratio_mean", ratio["mean"]), ("ratio_var", ratio["var"]),
-                ("ratio_max", ratio["max"]), ("grad_norm", grad_norm))}
-
-    def optimise(self, batch: "PreparedBatch", epochs: int | None = None, max_rollout_age: int | None = None,
-                 after_epoch=None) -> dict:
-        """Step 5: ``epochs`` passes (default ``ppo_epochs``) over the same batch, each in
-        ``num_minibatches`` shuffled minibatches, one ``minibatch_step`` per minibatch.
-
-        Rollout age: before the k-th step (k = 0, 1, ...) the policy has already taken k steps
-        away from π_old, so the batch is k steps old. A step is skipped once more than
-        ``max_rollout_age`` (default: the config's) steps were taken on the batch: the rest of
-        the batch is stale. ``after_epoch(epoch, counts)`` is called after each pass (epoch
-        counted from 1) with the running counts; it may measure the policy but must not change it.
-
-        Returns ``{"stats": {name: [one float per step taken]}, "optimizer_steps",
-        "stale_steps_skipped", "nonfinite_steps"}``.
-        """
-        cfg = self.config
-        epochs = cfg.ppo_epochs if epochs is None else epochs
-        max_age = cfg.max_rollout_age if max_rollout_age is None else max_rollout_age
-        stats: dict[str, list[float]] = {k: [] for k in STEP_STATS}
-        counts = {"optimizer_steps": 0, "stale_steps_skipped": 0, "nonfinite_steps": 0}
-        size = len(batch)
-        minibatch = max(1, size // cfg.num_minibatches)
-        self.policy.train()
-        for epoch in range(epochs):
-            order = torch.randperm(size)
-            for start in range(0, size, minibatch):
-                if counts["optimizer_steps"] + counts["stale_steps_skipped"] > max_age:
-                    counts["stale_steps_skipped"] += 1  # the rollout is too old for the current policy: skip
-                    continue
-                step = self.minibatch_step(batch, order[start:start + minibatch])
-                if step is None:
-                    counts["nonfinite_steps"] += 1
-                    continue
-                counts["optimizer_steps"] += 1
-                for key, value in step.items():
-                    stats[key].append(value)
-            if after_epoch is not None:
-                after_epoch(epoch + 1, dict(counts))
-        return {"stats": stats, **counts}
+        return ppo.prepare_batch(self.bundle, records, self.sampling(), self.train_reward,
+                                 self.kl_controller.value, self.config)
 
     def ppo_update(self) -> dict:
-        """Steps 1-6 of the module docstring on one batch. Returns the metrics of this update."""
-        cfg = self.config
+        """One update: prepare a batch, optimise on it, log, adapt β. Returns the metrics."""
         t_start = time.perf_counter()
-        prepared = self.prepare_batch()  # steps 1-4
-        t_advantage = time.perf_counter()
-        records, rollout, mask = prepared.records, prepared.rollout, prepared.rollout.response_mask
-        raw_scores, kl_coef, kl_per_token = prepared.raw_scores, prepared.kl_coef, prepared.kl_per_token
-        rewards, raw_advantages, returns = prepared.rewards, prepared.raw_advantages, prepared.returns
-
-        # 5. optimise: epochs x minibatches over the same rollout
-        result = self.optimise(prepared)
-        stats = result["stats"]
-        optimizer_steps, stale_skipped = result["optimizer_steps"], result["stale_steps_skipped"]
-        nonfinite_steps = result["nonfinite_steps"]
-        batch = len(records)
+        batch = self.prepare_batch()                                        # steps 1-4
+        t_prepared = time.perf_counter()
+        steps = ppo.optimise(self.policy, self.optimizer, batch, self.config)  # step 5
         self.scheduler.step()
-        t_train = time.perf_counter()
-
-        # 6. bookkeeping: beta, metrics
-        seq_kl = (kl_per_token * mask).sum(1)
-        lengths = mask.sum(1)
-        n_seq, n_tok = global_sum([float(batch), float(mask.sum())])
-        mean_seq_kl = global_sum([float(seq_kl.sum())])[0] / n_seq
-        self.kl_controller.update(mean_seq_kl, int(n_seq))
-        non_score = pm.kl_penalty_rewards(rollout.old_logprobs, rollout.ref_logprobs, mask, kl_coef,
-                                          cfg.kl_estimator).sum(1)  # the reward that is not the score
-        adv_mean, adv_var = pm.global_masked_mean_var(raw_advantages, mask, unbiased=False)
-        scalar = lambda xs: global_mean(float(np.mean(xs)) if xs else float("nan"))  # noqa: E731
-        metrics = {
-            "update": self.update + 1,
-            "episodes": int((self.update + 1) * cfg.batch_size),
-            # reward side
-            "score": global_sum([float(raw_scores.sum())])[0] / n_seq,
-            "non_score_reward": global_sum([float(non_score.sum())])[0] / n_seq,
-            "shaped_reward": global_sum([float((rewards * mask).sum())])[0] / n_seq,
-            "kl_per_sequence": mean_seq_kl,
-            "kl_per_token": global_sum([float((kl_per_token * mask).sum())])[0] / max(n_tok, 1),
-            "kl_coef": kl_coef,
-            # policy and value
-            **{k: scalar(v) for k, v in stats.items()},
-            "explained_variance": global_mean(_finite_or_nan(pm.explained_variance(rollout.values, returns, mask))),
-            "advantage_mean": float(adv_mean),
-            "advantage_std": float(adv_var.sqrt()),
-            "value_mean": float(pm.global_masked_mean_var(rollout.values, mask, unbiased=False)[0]),
-            # responses
-            "response_length": global_sum([float(lengths.sum())])[0] / n_seq,
-            "eos_rate": global_sum([float(rollout.ended_with_eos.sum())])[0] / n_seq,
-            "truncation_rate": global_sum([float(rollout.truncated.sum())])[0] / n_seq,
-            "padding_fraction": 1.0 - n_tok / global_sum([float(mask.numel())])[0],
-            "world_size": self.world_size,
-            # health
-            "nonfinite_steps": nonfinite_steps,  # already the same on every process
-            "nonfinite_scores": int(global_sum([float((~torch.isfinite(raw_scores)).sum())])[0]),
-            "optimizer_steps": optimizer_steps,
-            "stale_steps_skipped": stale_skipped,
-            "policy_lag_max": max(0, optimizer_steps - 1),
-            "learning_rate": self.scheduler.get_last_lr()[0],
-            # speed
-            "time_rollout_s": prepared.timings["rollout_s"],
-            "time_advantage_s": prepared.timings["advantage_s"],
-            "time_train_s": t_train - t_advantage,
-            "time_update_s": t_train - t_start,
-            "rollout_tokens_per_s": n_tok / max(prepared.timings["rollout_s"], 1e-9),
-            "train_tokens_per_s": n_tok * cfg.ppo_epochs / max(t_train - t_advantage, 1e-9),
-        }
-        for key, value in getattr(rollout, "timings", {}).items():
-            metrics[f"time_{key}"] = value
+        t_done = time.perf_counter()
+        metrics = update_metrics(batch, steps, self.config, self.update + 1, self.world_size,
+                                 learning_rate=self.scheduler.get_last_lr()[0],
+                                 times={"train_s": t_done - t_prepared, "update_s": t_done - t_start})
+        self.kl_controller.update(metrics["kl_per_sequence"], self.config.batch_size)  # adapt β
+        self.update += 1
         return metrics
 
     # ------------------------------------------------------------------ evaluation
@@ -488,9 +187,6 @@ class PPOTrainer:
     def evaluate(self) -> dict:
         """Greedy answers to the held-out prompts: checker pass rate overall and per task, mean
         reward, and the answers to the fixed sample prompts."""
-        from course_utils import tasks
-        from course_utils.rollout import decode_responses, generate
-
         self.policy.eval()
         records = self.eval_records
         answers: list[str] = []
@@ -517,53 +213,10 @@ class PPOTrainer:
         self.policy.train()
         return result
 
-    # ------------------------------------------------------------------ stop rules
-
-    def check_stop_rules(self, m: dict) -> StopSignal | None:
-        """Return the first rule this update broke (with its numbers), or None."""
-        cfg = self.config
-        self.nonfinite_streak = self.nonfinite_streak + 1 if (m["nonfinite_steps"] or m["nonfinite_scores"]) else 0
-        if self.nonfinite_streak >= cfg.stop_nonfinite_patience:
-            return StopSignal("nonfinite", f"{self.nonfinite_streak} updates in a row had non-finite values "
-                              f"(scores: {m['nonfinite_scores']}, skipped steps: {m['nonfinite_steps']})")
-        if self.nonfinite_streak:
-            return None  # the other statistics of this update are not meaningful
-        if m["value_loss"] > cfg.stop_max_value_loss:
-            return StopSignal("value_divergence", f"value loss {m['value_loss']:.3g} > {cfg.stop_max_value_loss}")
-        if m["kl_per_sequence"] > cfg.stop_max_kl:
-            return StopSignal("kl_too_high", f"KL per response {m['kl_per_sequence']:.3g} nats > {cfg.stop_max_kl}")
-        if not cfg.stop_min_entropy <= m["entropy"] <= cfg.stop_max_entropy:
-            return StopSignal("entropy_out_of_range", f"entropy {m['entropy']:.3g} outside "
-                              f"[{cfg.stop_min_entropy}, {cfg.stop_max_entropy}]")
-        if m["response_length"] < cfg.stop_min_length:
-            return StopSignal("length_collapse", f"mean response length {m['response_length']:.2f} tokens "
-                              f"< {cfg.stop_min_length}")
-        self.clipfrac_streak = self.clipfrac_streak + 1 if m["policy_clipfrac"] > cfg.stop_max_clipfrac else 0
-        if self.clipfrac_streak >= cfg.stop_clipfrac_patience:
-            return StopSignal("clipfrac_too_high", f"policy clip fraction {m['policy_clipfrac']:.2f} > "
-                              f"{cfg.stop_max_clipfrac} for {self.clipfrac_streak} updates")
-        return None
-
-    def check_hacking(self) -> StopSignal | None:
-        """Reward up while the held-out pass rate does not improve: the reward is being gamed."""
-        cfg = self.config
-        if cfg.stop_hacking_patience <= 0 or len(self.evals) < 2:
-            return None
-        best_before = max(e["pass_rate"] for e in self.evals[:-1])
-        recent = [h["score"] for h in self.history[-cfg.eval_every:]]
-        early = [h["score"] for h in self.history[:cfg.eval_every]]
-        reward_rose = np.mean(recent) > np.mean(early)
-        self.hacking_streak = self.hacking_streak + 1 if reward_rose and self.evals[-1]["pass_rate"] <= best_before else 0
-        if self.hacking_streak >= cfg.stop_hacking_patience:
-            return StopSignal("reward_without_heldout_gain",
-                              f"training score rose {np.mean(early):.3f} -> {np.mean(recent):.3f} but held-out pass "
-                              f"rate {self.evals[-1]['pass_rate']:.2f} has not beaten {best_before:.2f} "
-                              f"for {self.hacking_streak} evaluations")
-        return None
-
     # ------------------------------------------------------------------ checkpoints
 
     def state_dict(self) -> dict:
+        """Everything a resumed run needs to continue exactly where this one is."""
         return {
             "update": self.update,
             "trainable": {n: p.detach().clone() for n, p in self.policy.named_parameters() if p.requires_grad},
@@ -573,41 +226,10 @@ class PPOTrainer:
             "data_cursor": self.prompts.cursor,
             "history": self.history,
             "evals": self.evals,
-            "streaks": (self.nonfinite_streak, self.clipfrac_streak, self.hacking_streak),
-            "rng": {"python": random.getstate(), "numpy": np.random.get_state(),
-                    "torch": torch.get_rng_state()},
+            "streaks": (self.streaks.nonfinite, self.streaks.clipfrac, self.streaks.hacking),
+            "rng": checkpoint.rng_state(),
             "config": self.config.to_dict(),
         }
-
-    def save_checkpoint(self) -> Path:
-        """Write ``checkpoint/`` atomically: into a temporary folder, then rename over the old one.
-        Only updates that passed every stop rule are saved, so this is the last-known-good state."""
-        if self.rank != 0:
-            return self.run_dir / CHECKPOINT
-        final = self.run_dir / CHECKPOINT
-        tmp = self.run_dir / f".{CHECKPOINT}.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        torch.save(self.state_dict(), tmp / "state.pt")
-        (tmp / "meta.json").write_text(json.dumps({"update": self.update}) + "\n")
-        old = self.run_dir / f".{CHECKPOINT}.old"
-        shutil.rmtree(old, ignore_errors=True)
-        if final.exists():
-            os.replace(final, old)
-        os.replace(tmp, final)
-        shutil.rmtree(old, ignore_errors=True)
-        return final
-
-    def load_checkpoint(self, folder: Path | None = None) -> bool:
-        folder = Path(folder or self.run_dir / CHECKPOINT)
-        if not (folder / "state.pt").is_file():
-            old = self.run_dir / f".{CHECKPOINT}.old"  # killed between the two renames
-            if (old / "state.pt").is_file():
-                folder = old
-            else:
-                return False
-        self.load_state_dict(torch.load(folder / "state.pt", weights_only=False))
-        return True
 
     def load_state_dict(self, state: dict) -> None:
         """Put back what ``state_dict()`` saved: trainable weights, optimizer, scheduler, β,
@@ -622,10 +244,18 @@ class PPOTrainer:
         self.prompts.cursor = state["data_cursor"]
         self.update = state["update"]
         self.history, self.evals = state["history"], state["evals"]
-        self.nonfinite_streak, self.clipfrac_streak, self.hacking_streak = state["streaks"]
-        random.setstate(state["rng"]["python"])
-        np.random.set_state(state["rng"]["numpy"])
-        torch.set_rng_state(state["rng"]["torch"])
+        self.streaks = stop_rules.Streaks(*state["streaks"])
+        checkpoint.restore_rng(state["rng"])
+
+    def save_checkpoint(self) -> None:
+        if self.rank == 0:
+            checkpoint.save(self.run_dir, self.state_dict(), self.update)
+
+    def load_checkpoint(self) -> bool:
+        state = checkpoint.load(self.run_dir)
+        if state is not None:
+            self.load_state_dict(state)
+        return state is not None
 
     # ------------------------------------------------------------------ the run
 
@@ -645,37 +275,14 @@ class PPOTrainer:
         return budget > 0 and self.training_seconds() >= 60 * budget
 
     def train(self, resume: bool = False) -> dict:
-        """Run until ``total_updates`` or a stop rule; write metrics, checkpoints and the report."""
-        from tqdm.auto import tqdm
-
-        from course_utils.machinery import report
-
+        """Run until ``total_updates``, a stop rule or the time budget; write metrics, checkpoints
+        and the report. Returns the run's summary."""
         cfg = self.config
-        if resume and self.load_checkpoint():
-            self.log(f"resumed from update {self.update}")
-        if self.rank == 0:
-            (self.run_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
-            (self.run_dir / "manifest.json").write_text(json.dumps(self.bundle.manifest, indent=2, default=str) + "\n")
-        self._write_jsonl(METRICS, self.history)  # drops lines past the checkpoint after a kill
-        if not self.evals:
-            self.evals.append(self.evaluate())
-            self._write_jsonl("evals.jsonl", self.evals)
-            self.log(f"held-out pass rate before training: {self.evals[0]['pass_rate']:.2%}")
-
+        self._start(resume)
         bar = tqdm(total=cfg.total_updates, initial=self.update, desc="PPO updates", disable=self.rank != 0 or self.quiet)
         while self.update < cfg.total_updates and self.stop is None and not self.budget_spent():
             metrics = self.ppo_update()
-            self.update += 1
-            self.stop = self.check_stop_rules(metrics)
-            if self.stop is not None:
-                metrics["stop"] = str(self.stop)
-            self.history.append(metrics)
-            last = self.update == cfg.total_updates or self.budget_spent()
-            if self.stop is None and (self.update % cfg.eval_every == 0 or last):
-                self.evals.append(self.evaluate())
-                self._write_jsonl("evals.jsonl", self.evals)
-                self.stop = self.check_hacking()
-            self._write_jsonl(METRICS, self.history)
+            self._after_update(metrics)
             bar.update(1)
             budget = {"trained": f"{self.training_seconds() / 60:.1f}/{cfg.max_train_minutes:g} min"} \
                 if cfg.max_train_minutes else {}  # with a budget, the bar's own ETA (by updates) is an upper bound
@@ -685,11 +292,44 @@ class PPOTrainer:
                 callback(self, metrics)
             # Only a healthy update may overwrite the checkpoint: it stays the last-known-good state.
             healthy = self.stop is None and not (metrics["nonfinite_steps"] or metrics["nonfinite_scores"])
-            if healthy and (self.update % cfg.save_every == 0 or last):
+            if healthy and (self.update % cfg.save_every == 0 or self._last_update()):
                 self.save_checkpoint()
         bar.close()
+        return self._finish()
+
+    def _last_update(self) -> bool:
+        return self.update == self.config.total_updates or self.budget_spent()
+
+    def _start(self, resume: bool) -> None:
+        """Resume if asked, write the run's config and manifest, evaluate the starting policy."""
+        if resume and self.load_checkpoint():
+            self.log(f"resumed from update {self.update}")
+        if self.rank == 0:
+            (self.run_dir / "config.json").write_text(json.dumps(self.config.to_dict(), indent=2) + "\n")
+            (self.run_dir / "manifest.json").write_text(json.dumps(self.bundle.manifest, indent=2, default=str) + "\n")
+        self._write_jsonl(METRICS, self.history)  # drops lines past the checkpoint after a kill
+        if not self.evals:
+            self.evals.append(self.evaluate())
+            self._write_jsonl("evals.jsonl", self.evals)
+            self.log(f"held-out pass rate before training: {self.evals[0]['pass_rate']:.2%}")
+
+    def _after_update(self, metrics: dict) -> None:
+        """Stop rules on the new metrics; an evaluation when one is due (then the held-out rule)."""
+        self.stop, self.streaks = stop_rules.check_update(metrics, self.config, self.streaks)
         if self.stop is not None:
-            self.log(f"stopped: {self.stop} (last good checkpoint kept in {self.run_dir / CHECKPOINT})")
+            metrics["stop"] = str(self.stop)
+        self.history.append(metrics)
+        if self.stop is None and (self.update % self.config.eval_every == 0 or self._last_update()):
+            self.evals.append(self.evaluate())
+            self._write_jsonl("evals.jsonl", self.evals)
+            self.stop, self.streaks = stop_rules.check_heldout(self.history, self.evals, self.config, self.streaks)
+        self._write_jsonl(METRICS, self.history)
+
+    def _finish(self) -> dict:
+        """The summary; the adapter, report.md and summary.json on disk."""
+        cfg = self.config
+        if self.stop is not None:
+            self.log(f"stopped: {self.stop} (last good checkpoint kept in {self.run_dir / checkpoint.CHECKPOINT})")
         finished = None
         if self.stop is None and self.budget_spent():
             finished = (f"training-time budget of {cfg.max_train_minutes:g} min spent after {self.update} updates "
@@ -700,8 +340,6 @@ class PPOTrainer:
                    "pass_rate_before": self.evals[0]["pass_rate"], "pass_rate_after": self.evals[-1]["pass_rate"],
                    "world_size": self.world_size, "ranks_in_sync": params_in_sync(self.params)}
         if "answers" in self.evals[0] and "answers" in self.evals[-1]:
-            from course_utils.lesson_aids.diagnostics import task_outcomes
-
             summary["task_outcomes"] = task_outcomes(self.eval_records, self.evals[0]["answers"],
                                                      self.evals[-1]["answers"])
         if self.rank == 0:
@@ -714,11 +352,6 @@ class PPOTrainer:
         """Save the trained weights (the LoRA adapter, or the full model) and the value head."""
         self.policy.lm.save_pretrained(self.run_dir / "policy")
         torch.save(self.policy.value_head.state_dict(), self.run_dir / "policy" / "value_head.pt")
-
-
-def _finite_or_nan(x: torch.Tensor) -> float:
-    value = float(x)
-    return value if math.isfinite(value) else float("nan")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,7 +7,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import yaml
 
 from course_utils import device
 from course_utils.machinery import hub
+from course_utils.machinery.distributed import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -246,12 +246,6 @@ def test_seed_everything_repeats_python_numpy_and_torch():
 
 
 # ---------------------------------------------------------------- make lab
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def root_flag() -> list[str]:

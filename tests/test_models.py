@@ -12,16 +12,9 @@ import torch
 from torch import nn
 
 from course_utils.machinery import hub
-from course_utils.models import (
-    CheckerReward,
-    LearnedReward,
-    LoRASettings,
-    RewardFunction,
-    chat_template_sha256,
-    count_parameters,
-    load_bundle,
-    memory_mb,
-)
+from course_utils.machinery.parameters import chat_template_sha256, count_parameters, memory_mb
+from course_utils.models import LoRASettings, load_bundle
+from course_utils.rewards import CheckerReward, LearnedReward, RewardFunction
 from course_utils.rollout import SamplingSettings, collect_rollout, sequence_forward, tokenize_prompts
 
 torch.set_num_threads(1)

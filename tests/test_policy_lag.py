@@ -188,7 +188,7 @@ def test_more_epochs_continue_where_fewer_stopped(fixed):
 
 
 def test_reuse_batch_takes_the_same_steps_as_ppo_update(fixed):
-    from course_utils.trainer import STEP_STATS
+    from course_utils.update import STEP_STATS
 
     trainer, reference_batch, _, before_sampling = fixed
     pl.restore(trainer, before_sampling)

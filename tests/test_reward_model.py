@@ -13,7 +13,6 @@ What is proved here, on a 2-layer BERT built from a config with the REAL MiniLM 
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import random
@@ -25,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from course_utils import reward_model as rm
+from course_utils.lesson_aids import reward_model_plots as rm_plots
 from course_utils import tasks
 
 PAIRS = [  # a handful of training pairs in the data's format
@@ -244,9 +244,9 @@ def test_score_refuses_token_ids(tiny_backbone, tiny_tokenizer):
 
 
 def test_reward_model_is_a_reward_function(tiny_backbone):
-    from course_utils import models
+    from course_utils import rewards
 
-    assert isinstance(tiny_model(tiny_backbone), models.RewardFunction)
+    assert isinstance(tiny_model(tiny_backbone), rewards.RewardFunction)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -329,15 +329,12 @@ def test_load_names_the_fix_when_the_folder_is_empty(tmp_path):
 
 
 def test_learned_reward_from_folder_loads_it(tiny_backbone, tmp_path):
-    from course_utils import models
+    from course_utils import rewards
 
-    if "reward_model.json" not in inspect.getsource(models.LearnedReward.from_folder):
-        pytest.skip("models.LearnedReward.from_folder does not yet delegate to reward_model.load_reward_model "
-                    "(wire-up pending: the lines are in the reward-model report)")
     model = tiny_model(tiny_backbone)
     rm.train_reward_model(model, PAIRS, rm.TrainSettings(epochs=1, batch_size=3, lr=3e-3), progress=False)
     model.save(tmp_path / "rm")
-    loaded = models.LearnedReward.from_folder(tmp_path / "rm", device="cpu")
+    loaded = rewards.LearnedReward.from_folder(tmp_path / "rm", device="cpu")
     prompts, texts = [p["prompt"] for p in PAIRS], [p["chosen"] for p in PAIRS]
     assert torch.equal(loaded.score(prompts, texts), model.score(prompts, texts))
 
@@ -411,11 +408,13 @@ def test_length_probe_paddings_fail_the_checker_except_whitespace(tiny_backbone)
 # ---------------------------------------------------------------------------------------------
 
 
-def test_cli_parses_through_the_package_entry_point():
-    from course_utils.__main__ import build_parser
+def test_cli_parses_through_the_package_entry_point(monkeypatch):
+    from course_utils import __main__ as cli
 
-    args = build_parser().parse_args(["rm", "train", "--epochs", "3", "--out", "somewhere", "--max-pairs", "50"])
-    sub = rm.build_parser().parse_args(args.rm_args)
+    seen = []
+    monkeypatch.setattr(rm, "main", seen.append)  # the entry point hands the rest of the line over
+    cli.main(["rm", "train", "--epochs", "3", "--out", "somewhere", "--max-pairs", "50"])
+    sub = rm.build_parser().parse_args(seen[0])
     got = (sub.action, sub.epochs, sub.out, sub.max_pairs, sub.response_format)
     assert got == ("train", 3, "somewhere", 50, "visible")
     sub = rm.build_parser().parse_args(["eval", "--no-policy", "--summary", "x.json"])
@@ -464,7 +463,7 @@ def test_content_kinds_are_kinds_of_the_data_and_keep_the_form():
 
 def test_bradley_terry_plot_draws_softplus_and_its_slope():
     margins = np.linspace(-6, 6, 49)
-    fig = rm.plot_bradley_terry_loss(margins)
+    fig = rm_plots.plot_bradley_terry_loss(margins)
     left, right = fig.axes
     (loss,) = gid_artists(left, "loss")
     x, y = np.asarray(loss.get_xdata()), np.asarray(loss.get_ydata())
@@ -475,12 +474,12 @@ def test_bradley_terry_plot_draws_softplus_and_its_slope():
     (grad,) = gid_artists(right, "gradient")
     np.testing.assert_allclose(np.asarray(grad.get_ydata()), -1.0 / (1.0 + np.exp(margins)), atol=1e-12)
     with pytest.raises(ValueError, match="1-D"):
-        rm.plot_bradley_terry_loss([0.0])
+        rm_plots.plot_bradley_terry_loss([0.0])
 
 
 def test_training_history_plot_draws_the_steps_and_a_trailing_mean():
     history = {"loss": [0.69, 0.6, 0.5, 0.4, 0.3], "accuracy": [0.0, 0.5, 1.0, 1.0, 0.5]}
-    fig = rm.plot_training_history(history, window=2)
+    fig = rm_plots.plot_training_history(history, window=2)
     left, right = fig.axes
     (raw,) = gid_artists(left, "loss")
     np.testing.assert_allclose(raw.get_ydata(), history["loss"])
@@ -492,7 +491,7 @@ def test_training_history_plot_draws_the_steps_and_a_trailing_mean():
     (acc_mean,) = gid_artists(right, "accuracy mean")
     np.testing.assert_allclose(acc_mean.get_ydata(), [0.0, 0.25, 0.75, 1.0, 0.75])
     with pytest.raises(ValueError, match="equally long"):
-        rm.plot_training_history({"loss": [1.0], "accuracy": []})
+        rm_plots.plot_training_history({"loss": [1.0], "accuracy": []})
 
 
 def test_pairwise_by_kind_plot_sorts_colours_and_marks_the_reference():
@@ -500,7 +499,7 @@ def test_pairwise_by_kind_plot_sorts_colours_and_marks_the_reference():
                 "wrong_arithmetic": {"n": 5, "accuracy": 0.4, "mean_margin": -0.1},
                 "code_fence": {"n": 6, "accuracy": 1.0, "mean_margin": 3.0}}
     reference = {"wrong_arithmetic": {"accuracy": 0.6, "mean_margin": 0.0}}
-    fig = rm.plot_pairwise_by_kind(per_kind, reference)
+    fig = rm_plots.plot_pairwise_by_kind(per_kind, reference)
     acc_ax, margin_ax = fig.axes
     bars = sorted(gid_artists(acc_ax, "form") + gid_artists(acc_ax, "content"), key=lambda b: b.get_y())
     # barh draws from the bottom: best at the bottom, worst at the top
@@ -513,7 +512,7 @@ def test_pairwise_by_kind_plot_sorts_colours_and_marks_the_reference():
     (ref,) = gid_artists(acc_ax, "reference")
     assert list(ref.get_xdata()) == [0.6] and list(ref.get_ydata()) == [2]
     with pytest.raises(ValueError, match="per_kind"):
-        rm.plot_pairwise_by_kind({})
+        rm_plots.plot_pairwise_by_kind({})
 
 
 def test_scores_by_verdict_histograms_count_every_answer_once():
@@ -521,7 +520,7 @@ def test_scores_by_verdict_histograms_count_every_answer_once():
     scores = rng.normal(size=40)
     passed = rng.random(40) < 0.25
     tiers = ["pass" if p else rng.choice(["nothing", "plain_wrong", "buried"]) for p in passed]
-    fig = rm.plot_scores_by_verdict(scores, passed, tiers, bins=8)
+    fig = rm_plots.plot_scores_by_verdict(scores, passed, tiers, bins=8)
     hist_ax, tier_ax = fig.axes
     edges = np.histogram_bin_edges(scores, bins=8)
     for name, flag in (("pass", True), ("fail", False)):
@@ -534,21 +533,21 @@ def test_scores_by_verdict_histograms_count_every_answer_once():
         assert sorted(points.get_xdata()) == sorted(s for s, t in zip(scores, tiers) if t == tier)
     # the rows follow the checker's order, best first
     shown = [t.get_text().split(" ")[0] for t in tier_ax.get_yticklabels()]
-    assert shown == [t for t in rm.TIER_ORDER if t in set(tiers)]
+    assert shown == [t for t in rm_plots.TIER_ORDER if t in set(tiers)]
     assert tier_ax.yaxis_inverted()  # drawn top-down: pass first
     with pytest.raises(ValueError, match="one pass/fail flag per score"):
-        rm.plot_scores_by_verdict([1.0, 2.0], [True])
+        rm_plots.plot_scores_by_verdict([1.0, 2.0], [True])
 
 
 def test_length_probe_plot_draws_one_bar_per_padding():
     probe = {"n": 10, "mean_score_correct": 1.0,
              "filler_x1": {"mean_delta": -2.0, "fraction_higher": 0.1, "checker_passes": 0, "example": "x"},
              "trailing_newlines": {"mean_delta": 0.0, "fraction_higher": 0.0, "checker_passes": 10, "example": "x"}}
-    fig = rm.plot_length_probe(probe)
+    fig = rm_plots.plot_length_probe(probe)
     (ax,) = fig.axes
     assert [b.get_height() for b in gid_artists(ax, "mean delta")] == [-2.0, 0.0]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["filler_x1", "trailing_newlines"]
     notes = [t.get_text() for t in ax.texts]
     assert notes == ["higher: 10%\npasses: 0/10", "higher: 0%\npasses: 10/10"]
     with pytest.raises(ValueError, match="length_probe"):
-        rm.plot_length_probe({"n": 3})
+        rm_plots.plot_length_probe({"n": 3})

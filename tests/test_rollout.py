@@ -17,19 +17,16 @@ from course_utils.rollout import (
     SamplingSettings,
     collect_rollout,
     decode_responses,
-    format_masked_tokens,
     generate,
     left_pad,
-    masked_tokens_html,
     positions_from_attention_mask,
     render_prompts,
     response_mask_from_ids,
     sequence_forward,
-    show_rollout,
     stop_token_ids,
-    token_pieces,
     tokenize_prompts,
 )
+from course_utils.lesson_aids.token_views import format_masked_tokens, masked_tokens_html, show_rollout, token_pieces
 
 torch.set_num_threads(1)
 

@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from course_utils.machinery import data_files
 from course_utils import preference_pairs as pp
 from course_utils import tasks
 
@@ -480,7 +481,7 @@ def test_pairs_do_not_depend_on_the_order_of_prompts(splits):
 
 
 def test_committed_data_is_exactly_what_write_data_produces(tmp_path):
-    manifest = tasks.write_data(tmp_path)
+    manifest = data_files.write_data(tmp_path)
     committed = tasks.default_data_dir()
     names = sorted(manifest["files"]) + ["manifest.json"]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names)
@@ -490,7 +491,7 @@ def test_committed_data_is_exactly_what_write_data_produces(tmp_path):
 
 
 def test_manifest_counts_seed_and_hashes(tmp_path):
-    manifest = tasks.write_data(tmp_path, seed=0)
+    manifest = data_files.write_data(tmp_path, seed=0)
     assert manifest == json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["seed"] == 0 and manifest["families"] == list(tasks.TASK_FAMILIES)
     counts = {name: info["count"] for name, info in manifest["files"].items()}
@@ -506,7 +507,7 @@ def test_load_split_reads_back_what_make_split_made(splits, tmp_path, monkeypatc
     for split in tasks.SPLITS:
         assert tasks.load_split(split) == splits[split]
     assert len(tasks.load_pairs("validation")) == 330
-    tasks.write_data(tmp_path, seed=3)
+    data_files.write_data(tmp_path, seed=3)
     monkeypatch.setenv(tasks.DATA_ENV_VAR, str(tmp_path))
     assert tasks.load_split("test") == tasks.make_split("test", seed=3)
     monkeypatch.setenv(tasks.DATA_ENV_VAR, str(tmp_path / "missing"))

@@ -130,7 +130,7 @@ def test_prompt_batches_are_the_ones_our_trainer_draws(tiny_model_dir, tmp_path)
 def test_text_reward_model_scores_decoded_answers_like_our_trainer(tiny_model_dir, tiny_tokenizer):
     from course_utils import tasks
     from course_utils.comparison.bench import trl_prompt_ids, trl_tokenizer
-    from course_utils.models import CheckerReward
+    from course_utils.rewards import CheckerReward
 
     with pytest.raises(RuntimeError, match="occurs inside a prompt"):  # SmolLM2's own pad token is <|im_end|>
         trl_prompt_ids(tiny_tokenizer, ["Hi"])

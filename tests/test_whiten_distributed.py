@@ -13,17 +13,12 @@ import pytest
 import torch
 
 from course_utils.ppo_math import global_masked_mean_var, masked_whiten
+from course_utils.machinery.distributed import free_port
 
 torch.set_num_threads(1)
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = Path(__file__).with_name("whiten_worker.py")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def loopback_interface() -> str | None:

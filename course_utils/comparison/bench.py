@@ -72,6 +72,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from course_utils.machinery.paths import REPO_ROOT
+from course_utils.machinery.versions import package_versions
 
 GB = 1e9
 TARGETS = {
@@ -502,17 +503,14 @@ def building_blocks(trainer) -> tuple[dict, int]:
     """
     import torch
 
-    from course_utils import ppo_math as pm
-    from course_utils.rollout import collect_rollout, generate, sequence_forward
+    from course_utils import update as ppo
+    from course_utils.rollout import generate, sequence_forward
 
     bundle, policy, config = trainer.bundle, trainer.policy, trainer.config
-    records = trainer.prompts.next_batch()
-    prompts = [r.prompt for r in records]
+    batch = trainer.prepare_batch()  # a real rollout batch: the one the next timed update would draw
+    prompts, rollout = [r.prompt for r in batch.records], batch.rollout
     sampling = trainer.sampling()
-    rollout = collect_rollout(bundle, prompts, sampling, records=records)
     q_ids, q_mask, r_ids, mask = rollout.query_ids, rollout.query_mask, rollout.response_ids, rollout.response_mask
-    advantages = pm.masked_whiten(torch.randn_like(rollout.old_logprobs), mask)
-    returns = torch.randn_like(rollout.values)
 
     from_generation = config.old_logprobs_from == "generation"
 
@@ -528,13 +526,10 @@ def building_blocks(trainer) -> tuple[dict, int]:
             with bundle.reference_model() as reference:
                 sequence_forward(reference, q_ids, q_mask, r_ids, mask, config.temperature)
 
-    def train_forward_backward():  # the loss of trainer.ppo_update, forward and backward
+    def train_forward_backward():  # the update's own minibatch loss, forward and backward
         policy.train()
-        logprobs, values, logits = sequence_forward(policy, q_ids, q_mask, r_ids, mask, config.temperature)
-        pg_loss, _ = pm.clipped_surrogate(logprobs, rollout.old_logprobs, advantages, mask, config.cliprange)
-        vf_loss, _ = pm.clipped_value_loss(values, rollout.values, returns, mask, config.cliprange_value)
-        entropy = pm.masked_entropy(logits, mask, temperature=config.temperature)
-        (pg_loss + config.vf_coef * vf_loss - config.ent_coef * entropy).backward()
+        loss, _ = ppo.minibatch_loss(policy, batch, config)
+        loss.backward()
         trainer.optimizer.zero_grad(set_to_none=True)
 
     blocks = {"generation_s": generation, "frozen_forwards_s": frozen_forwards,
@@ -591,7 +586,6 @@ def run_ours(cfg: BenchConfig) -> dict:
             metrics.append(trainer.ppo_update())
             walls.append(time.perf_counter() - start)
             cpu.append(time.process_time() - start_cpu)
-            trainer.update += 1
             if i >= cfg.warmup:  # each block alone right after a timed update: same machine conditions
                 for name, fn in block_fns.items():
                     block_times[name].append(_seconds(fn))
@@ -674,18 +668,6 @@ def machine_info() -> dict:
         pass
     info["load_average_before"] = _load_average()
     return info
-
-
-def library_versions() -> dict:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {}
-    for name in ("torch", "transformers", "trl", "peft", "accelerate", "datasets"):
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            out[name] = None
-    return out
 
 
 def run_child(side: str, cfg: BenchConfig, workdir: Path, timeout: float | None = None) -> dict:
@@ -859,7 +841,7 @@ def main(argv: list[str] | None = None) -> dict:
         "trl": results["trl"],
         "ratios": compare(results["ours"], results["trl"]),
         "machine": machine,
-        "versions": library_versions(),
+        "versions": package_versions(),
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -196,7 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
-    from course_utils.comparison.bench import library_versions, machine_info
+    from course_utils.comparison.bench import machine_info
+    from course_utils.machinery.versions import package_versions
     from course_utils.config import load_config
 
     import yaml
@@ -255,7 +256,7 @@ def main(argv: list[str] | None = None) -> dict:
         "machine": machine,
         "load_average_after": _load(),
         "wall_minutes_total": (time.perf_counter() - started) / 60,
-        "versions": library_versions(),
+        "versions": package_versions(),
     }
     out.write_text(json.dumps(report, indent=2) + "\n")
     if seeds:

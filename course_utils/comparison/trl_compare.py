@@ -56,7 +56,9 @@ import torch
 from course_utils import ppo_math as pm
 from course_utils.config import PPOConfig
 
+from course_utils.machinery.distributed import free_port
 from course_utils.machinery.paths import REPO_ROOT as ROOT
+from course_utils.machinery.versions import package_versions
 TRL_VERSION = "1.12.0"
 ADAM_EPS = 1e-5  # the epsilon of our trainer's Adam (trainer.PPOTrainer); TRL gets the same
 
@@ -198,13 +200,11 @@ def prompt_batches(config: PPOConfig, updates: int) -> list[list]:
 
 
 def reward_function(config: PPOConfig):
-    """The reward function our trainer builds for ``config`` (checker, learned model or toy)."""
-    from types import SimpleNamespace
+    """The reward function our trainer builds for ``config`` (checker, learned model or toy):
+    the same factory, so that both sides use exactly the same reward."""
+    from course_utils.rewards import make_reward
 
-    from course_utils.trainer import PPOTrainer
-
-    # The trainer's own factory, so that both sides use exactly the same reward.
-    return PPOTrainer.make_reward(SimpleNamespace(config=config, device=torch.device("cpu")))
+    return make_reward(config, device=torch.device("cpu"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -484,7 +484,7 @@ def run_trl(config: PPOConfig, updates: int | None = None, capture: bool = True)
         "prompts": [[r.prompt for r in batch] for batch in batches],
         "info": {
             "trainer": f"trl.experimental.ppo.PPOTrainer (trl {trl.__version__})",
-            "versions": _versions(), "threads": threads, "updates": updates,
+            "versions": package_versions(), "threads": threads, "updates": updates,
             "update_times_s": recorder.times, "setup_s": setup_s, "peak_rss_gb": _peak_rss_gb(),
             "trainable_parameters": int(trainable), "reward_calls": reward.calls,
             "pad_token": tokenizer.pad_token, "pad_token_id": tokenizer.pad_token_id,
@@ -518,12 +518,11 @@ def run_ours(config: PPOConfig, updates: int | None = None) -> dict:
         start = time.perf_counter()
         metrics.append(trainer.ppo_update())
         times.append(time.perf_counter() - start)
-        trainer.update += 1
     return {
         "side": "ours",
         "metrics": metrics,
         "prompts": prompts,
-        "info": {"trainer": "course_utils.trainer.PPOTrainer.ppo_update", "versions": _versions(),
+        "info": {"trainer": "course_utils.trainer.PPOTrainer.ppo_update", "versions": package_versions(),
                  "threads": threads, "updates": updates, "update_times_s": times, "setup_s": setup_s,
                  "peak_rss_gb": _peak_rss_gb(), "trainable_parameters": int(sum(p.numel() for p in trainer.params)),
                  "max_grad_norm": config.max_grad_norm},
@@ -534,12 +533,6 @@ def _peak_rss_gb() -> float:
     from course_utils.comparison.bench import ru_maxrss_gb
 
     return ru_maxrss_gb()
-
-
-def _versions() -> dict:
-    from course_utils.comparison.bench import library_versions
-
-    return library_versions()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -823,14 +816,6 @@ def row_table(tokens: list[str], columns: dict, start: int = 0, stop: int | None
 # ---------------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _gloo_env(env: dict) -> dict:
     import socket
 
@@ -864,7 +849,7 @@ def whiten_on_processes(x: torch.Tensor, mask: torch.Tensor, world_size: int = 2
     with tempfile.TemporaryDirectory(prefix="whiten-") as tmp:
         tmp = Path(tmp)
         torch.save({"x": x, "mask": mask, "parts": parts}, tmp / "data.pt")
-        port = _free_port()
+        port = free_port()
         env = _gloo_env(_child_env(1))
         procs = [subprocess.Popen([sys.executable, "-m", "course_utils.comparison.trl_compare", "whiten-worker", str(rank),
                                    str(world_size), str(port), str(tmp / "data.pt"), str(tmp / f"out{rank}.pt")],
@@ -917,7 +902,7 @@ def run_ppo_processes(processes: int, overrides: dict, config_path: str | os.Pat
     module = ["-m", "course_utils", "ppo", "--config", config_path, "--set", *sets]
     if processes > 1:
         command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={processes}",
-                   f"--master_port={_free_port()}", *module]
+                   f"--master_port={free_port()}", *module]
     else:
         command = [sys.executable, *module]
     env = _gloo_env(_child_env(overrides.get("threads") or 1))

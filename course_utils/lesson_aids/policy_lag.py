@@ -5,7 +5,7 @@ After k steps the policy π_θ is k steps away from the one that sampled the dat
 k steps old, and every token's ratio r_t = π_θ(a_t | s_t) / π_old(a_t | s_t) has drifted from 1.
 
 This module trains on ONE fixed batch with the trainer's own code (``PPOTrainer.prepare_batch``
-for steps 1-4 and ``PPOTrainer.optimise`` for the epochs x minibatches; no second copy of the
+for steps 1-4 and ``update.optimise`` for the epochs x minibatches; no second copy of the
 loss) and measures the whole batch against π_old after every epoch:
 
     batch = trainer.prepare_batch()                 # one rollout, scores, advantages
@@ -29,6 +29,7 @@ import torch
 from matplotlib.figure import Figure
 
 from course_utils import ppo_math as pm
+from course_utils import update as ppo
 from course_utils.lesson_aids.plots import COLOURS, _new_figure, _tag, _to_numpy
 
 __all__ = [
@@ -92,7 +93,7 @@ def effective_sample_fraction(ratios: torch.Tensor) -> float:
 
 @torch.no_grad()
 def measure_against_rollout(trainer, batch) -> dict:
-    """Score the whole ``batch`` (a ``PreparedBatch``) with the trainer's CURRENT policy and
+    """Score the whole ``batch`` (an ``update.RolloutBatch``) with the trainer's CURRENT policy and
     compare with the rollout policy π_old that sampled it. One no-grad forward, no randomness.
 
         r_t          = exp(log π_θ(a_t|s_t) - log π_old(a_t|s_t))        on real tokens only
@@ -174,8 +175,8 @@ class BatchReuse:
 def reuse_batch(trainer, batch, epochs: int, max_rollout_age: int | None = None) -> BatchReuse:
     """Train ``epochs`` passes on ONE fixed ``batch`` and measure the policy after each pass.
 
-    The passes are the trainer's own: ``trainer.optimise(batch, epochs, max_rollout_age)`` (the
-    same shuffled minibatches, loss, gradient clipping, Adam step and rollout-age rule as
+    The passes are the trainer's own: ``update.optimise`` with the trainer's policy, optimizer and
+    config (the same shuffled minibatches, loss, gradient clipping, Adam step and rollout-age rule as
     ``ppo_update``); ``measure_against_rollout`` runs before the first pass and after each one.
     When a pass took no step (every minibatch was stale), the policy has not changed and the
     previous measurement is reused instead of a second forward with the same result.
@@ -199,7 +200,8 @@ def reuse_batch(trainer, batch, epochs: int, max_rollout_age: int | None = None)
         rows.append({"epoch": epoch, "optimizer_steps": counts["optimizer_steps"],
                      "stale_steps_skipped": counts["stale_steps_skipped"], **measured})
 
-    result = trainer.optimise(batch, epochs=epochs, max_rollout_age=max_rollout_age, after_epoch=after_epoch)
+    result = ppo.optimise(trainer.policy, trainer.optimizer, batch, trainer.config, epochs=epochs,
+                          max_rollout_age=max_rollout_age, after_epoch=after_epoch)
     return BatchReuse(epochs=rows, step_stats=result["stats"], optimizer_steps=result["optimizer_steps"],
                       stale_steps_skipped=result["stale_steps_skipped"], nonfinite_steps=result["nonfinite_steps"])
 

@@ -7,9 +7,9 @@
 from __future__ import annotations
 
 import json
-import platform
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+
+from course_utils.machinery.versions import package_versions
 
 import numpy as np
 
@@ -22,7 +22,6 @@ CURVES = [
     ("value_loss", "value loss", "should fall; growth means the critic diverges"),
     ("response_length", "response length (tokens)", "collapse to 1-2 tokens or a jump to the max is a warning"),
 ]
-PACKAGES = ("torch", "transformers", "peft", "trl", "accelerate", "numpy", "course_utils")
 
 
 def smooth(values: list[float], window: int = 5) -> np.ndarray:
@@ -61,18 +60,8 @@ def plot_training_curves(history: list[dict], evals: list[dict] | None = None, w
     return fig
 
 
-def package_versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            versions[name] = version(name)
-        except PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
-
-
 def _per_task_table(before: dict, after: dict, outcomes: dict | None = None) -> str:
-    """Pass rate per task before/after; with ``outcomes`` (``diagnostics.task_outcomes``) also the
+    """Pass rate per task before/after; with ``outcomes`` (``run_checks.task_outcomes``) also the
     mean partial-credit reward, the hacks flagged and the verdict (learned / hacked / ...)."""
     outcomes = outcomes or {}
     head = "| task | before | after | change |"

@@ -1,0 +1,77 @@
+"""Seeing the response mask: a rollout's tokens coloured by the mask, as text or HTML (lessons 1-2)."""
+
+from __future__ import annotations
+
+from html import escape
+
+import torch
+
+from course_utils.rollout import Rollout
+
+
+def token_pieces(tokenizer, ids) -> list[str]:
+    """The text of each token on its own, with newlines shown as ↵ so one token stays one piece."""
+    ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+    return [tokenizer.decode([i], skip_special_tokens=False).replace("\n", "↵") for i in ids]
+
+
+def format_masked_tokens(tokenizer, ids, mask) -> str:
+    """Text picture of a mask: tokens with mask 1 in [brackets], tokens with mask 0 bare.
+
+    Example: ``<|im_start|>assistant↵[The][ answer][<|im_end|>]<|im_end|><|im_end|>`` shows the
+    kept EOS inside brackets and the padding EOS tokens (same id!) outside.
+    """
+    mask = mask.tolist() if isinstance(mask, torch.Tensor) else list(mask)
+    if len(mask) != len(ids):
+        raise ValueError(f"{len(ids)} ids but {len(mask)} mask entries")
+    return "".join(f"[{p}]" if m else p for p, m in zip(token_pieces(tokenizer, ids), mask))
+
+
+def masked_tokens_html(tokenizer, ids, mask, title: str | None = None) -> str:
+    """HTML picture of a mask: mask-1 tokens on green, mask-0 tokens grey; hover a token for its
+    position, id and mask value. A pure function returning a string (display it with
+    ``IPython.display.HTML``)."""
+    ids_list = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+    mask = mask.tolist() if isinstance(mask, torch.Tensor) else list(mask)
+    if len(mask) != len(ids_list):
+        raise ValueError(f"{len(ids_list)} ids but {len(mask)} mask entries")
+    spans = []
+    for pos, (piece, token_id, m) in enumerate(zip(token_pieces(tokenizer, ids_list), ids_list, mask)):
+        style = (
+            "background:#c6efce;color:#0b3d0b;border:1px solid #5cb85c" if m
+            else "background:#f0f0f0;color:#999;border:1px solid #ddd"
+        )
+        tip = f"position {pos} · id {token_id} · mask {int(m)}"
+        spans.append(
+            f"<span title='{escape(tip)}' style='{style};border-radius:3px;padding:0 2px;margin:1px;"
+            f"font-family:monospace;white-space:pre;display:inline-block'>{escape(piece)}</span>"
+        )
+    legend = (
+        "<div style='font-size:90%;color:#555'>green: mask 1 (a trained action) · grey: mask 0 "
+        "(prompt, padding, anything after the first EOS)</div>"
+    )
+    head = f"<div><b>{escape(title)}</b></div>" if title else ""
+    return f"<div>{head}<div style='line-height:1.9'>{''.join(spans)}</div>{legend}</div>"
+
+
+def rollout_row(rollout: Rollout, row: int = 0, show_padding: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Prompt + response ids of one row and the mask over them (0 on the whole prompt).
+    Left padding is left out unless ``show_padding``; positions after the first EOS are kept
+    (they show why the mask, not the id, decides what is real)."""
+    keep = slice(0, None) if show_padding else rollout.query_mask[row].bool().cpu()
+    query = rollout.query_ids[row].cpu()[keep]
+    ids = torch.cat([query, rollout.response_ids[row].cpu()])
+    mask = torch.cat([torch.zeros(len(query)), rollout.response_mask[row].float().cpu()])
+    return ids, mask
+
+
+def show_rollout(rollout: Rollout, tokenizer, row: int = 0, html: bool = False, show_padding: bool = False) -> str:
+    """One rollout row (prompt and response) with its mask drawn over the tokens."""
+    ids, mask = rollout_row(rollout, row, show_padding)
+    status = "ended with EOS" if bool(rollout.ended_with_eos[row]) else "truncated (no EOS)"
+    pads = int((rollout.query_mask[row] == 0).sum())
+    hidden = f", {pads} left-padding tokens not shown" if pads and not show_padding else ""
+    title = f"row {row}: {int(mask.sum())} response tokens (mask 1), {status}{hidden}"
+    if html:
+        return masked_tokens_html(tokenizer, ids, mask, title)
+    return f"{title}\n{format_masked_tokens(tokenizer, ids, mask)}"

@@ -1,0 +1,61 @@
+"""Checkpoints: written atomically, read back exactly, the random-number state included.
+
+A checkpoint is one folder, ``<run>/checkpoint/`` with ``state.pt`` (whatever the trainer's
+``state_dict()`` returns) and ``meta.json``. It is written into a temporary folder and renamed over
+the old one, so a run killed at any moment leaves either the old or the new checkpoint, never half
+of one. The trainer saves only updates that broke no stop rule: the folder is the last-known-good
+state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+
+CHECKPOINT = "checkpoint"
+
+
+def rng_state() -> dict:
+    """The state of every random-number generator a run draws from."""
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+
+
+def restore_rng(state: dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+
+
+def save(run_dir: Path, state: dict, update: int) -> Path:
+    """Write ``state`` as ``run_dir/checkpoint`` atomically (temporary folder, then rename)."""
+    final = run_dir / CHECKPOINT
+    tmp = run_dir / f".{CHECKPOINT}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    torch.save(state, tmp / "state.pt")
+    (tmp / "meta.json").write_text(json.dumps({"update": update}) + "\n")
+    old = run_dir / f".{CHECKPOINT}.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        os.replace(final, old)
+    os.replace(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def load(run_dir: Path, folder: Path | None = None) -> dict | None:
+    """The saved state, or None when the run has no checkpoint yet. A run killed between the two
+    renames of ``save`` left its checkpoint as ``.checkpoint.old``: that one is read then."""
+    folder = Path(folder or run_dir / CHECKPOINT)
+    if not (folder / "state.pt").is_file():
+        old = run_dir / f".{CHECKPOINT}.old"
+        if not (old / "state.pt").is_file():
+            return None
+        folder = old
+    return torch.load(folder / "state.pt", weights_only=False)

@@ -1,0 +1,75 @@
+"""Several processes (``torchrun``, CPU: gloo): averaging, agreeing and summing across ranks.
+
+Every function is a no-op on one process, so the trainer reads the same either way.
+"""
+
+from __future__ import annotations
+
+import socket
+
+import torch
+
+
+def distributed_on() -> bool:
+    """True inside an initialised ``torch.distributed`` process group."""
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
+
+
+def rank_and_world_size() -> tuple[int, int]:
+    if not distributed_on():
+        return 0, 1
+    return torch.distributed.get_rank(), torch.distributed.get_world_size()
+
+
+def all_reduce_mean_(tensors: list[torch.Tensor]) -> None:
+    """Average tensors (e.g. gradients) across processes, in place."""
+    if not distributed_on():
+        return
+    world = torch.distributed.get_world_size()
+    for t in tensors:
+        torch.distributed.all_reduce(t)
+        t.div_(world)
+
+
+def params_in_sync(params: list[torch.Tensor]) -> bool:
+    """True if every process holds the same weights (compares a checksum across processes)."""
+    if not distributed_on():
+        return True
+    checksum = torch.stack([p.detach().double().sum() for p in params]).sum().reshape(1)
+    low, high = checksum.clone(), checksum.clone()
+    torch.distributed.all_reduce(low, op=torch.distributed.ReduceOp.MIN)
+    torch.distributed.all_reduce(high, op=torch.distributed.ReduceOp.MAX)
+    return bool(low == high)
+
+
+def all_processes_agree(flag: bool) -> bool:
+    """True only if ``flag`` is true on every process, so all of them take the same branch
+    (one process skipping a step that the others take would deadlock the gradient all-reduce)."""
+    if not distributed_on():
+        return flag
+    t = torch.tensor([0.0 if flag else 1.0])
+    torch.distributed.all_reduce(t)
+    return bool(t.item() == 0)
+
+
+def global_sum(values: list[float]) -> list[float]:
+    """Element-wise sum of per-process numbers over all processes."""
+    if not distributed_on():
+        return values
+    t = torch.tensor(values, dtype=torch.float64)
+    torch.distributed.all_reduce(t)
+    return t.tolist()
+
+
+def global_mean(value: float) -> float:
+    """Mean of a per-process number over all processes (e.g. a minibatch loss)."""
+    if not distributed_on():
+        return value
+    return global_sum([value])[0] / torch.distributed.get_world_size()
+
+
+def free_port() -> int:
+    """A free TCP port on the loopback interface, for a local process group or server."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
