@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -98,15 +99,38 @@ def usage() -> str:
     return "usage: python -m course_utils <command> [options]   (<command> --help for its options)\n\n" + "\n".join(lines)
 
 
+DEBUG_ENV_VAR = "COURSE_DEBUG"
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean "bad input" (a config value, a file, a model folder), not a bug."""
+    import yaml
+
+    from course_utils.machinery.checkpoint import DamagedCheckpointError
+
+    return (ValueError, FileNotFoundError, NotADirectoryError, yaml.YAMLError, DamagedCheckpointError)
+
+
 def main(argv: list[str] | None = None) -> None:
+    """Run one command. Bad input ends with one line, ``error: ...`` naming the fix, and exit
+    status 2; ``--debug`` (anywhere on the line) or ``COURSE_DEBUG=1`` shows the traceback instead."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in argv or os.environ.get(DEBUG_ENV_VAR, "0") not in ("", "0")
+    argv = [a for a in argv if a != "--debug"]
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         print(usage())
         if argv and argv[0] not in ("-h", "--help"):
             print(f"\nerror: unknown command {argv[0]!r}; choose one of: {', '.join(COMMANDS)}", file=sys.stderr)
             sys.exit(2)
         return
-    COMMANDS[argv[0]][1](argv[1:])
+    try:
+        COMMANDS[argv[0]][1](argv[1:])
+    except user_errors() as error:
+        if debug:
+            raise
+        message = " ".join(str(error).split()) or type(error).__name__
+        print(f"error: {message}  (--debug shows the traceback)", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

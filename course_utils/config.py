@@ -86,7 +86,8 @@ class PPOConfig:
     learning_rate: float = 2e-4
     """Adam learning rate (peak, if a schedule is used)."""
     lr_schedule: str = "constant"
-    """"constant" or "linear" (decays to 0 over total_updates)."""
+    """"constant" or "linear": decays to 0 at the end of the run, which is total_updates or, with
+    max_train_minutes, the spent budget, whichever comes first (so a budgeted run really ends at 0)."""
     max_grad_norm: float = 1.0
     """Gradients are clipped to this global norm before every optimizer step (0 disables)."""
     cliprange: float = 0.2
@@ -105,6 +106,9 @@ class PPOConfig:
     """Normalise advantages over the batch's real tokens (global across processes)."""
     whiten_rewards: bool = False
     """Normalise the scores over the batch before shaping (off by default: scores are in [0, 1])."""
+    missing_eos_penalty: float = 0.0
+    """Subtracted from the score of every response that ends without an EOS (cut off at
+    max_new_tokens), as TRL's ``missing_eos_penalty``; 0 = off. It discourages rambling answers."""
 
     # ----------------------------------------------------------------- KL to the reference
     kl_coef: float = 0.02
@@ -140,7 +144,8 @@ class PPOConfig:
     stop_max_entropy: float = 10.0
     """Stop when the mean token entropy exceeds this (the policy became noise)."""
     stop_min_length: float = 1.0
-    """Stop when the mean response length (tokens) falls below this."""
+    """Stop when the mean answer length falls below this many tokens (the EOS not counted, so a
+    batch of empty answers, EOS only, has length 0 and trips it)."""
     stop_max_clipfrac: float = 0.5
     """Stop when the policy clip fraction stays above this for ``stop_clipfrac_patience`` updates."""
     stop_clipfrac_patience: int = 3
@@ -192,8 +197,23 @@ class PPOConfig:
              'reward "learned" needs reward_model_path (train one with `python -m course_utils rm train`)')
         need(self.eval_every >= 1 and self.save_every >= 1, "eval_every and save_every must be >= 1")
         need(self.max_grad_norm >= 0, f"max_grad_norm must be >= 0, got {self.max_grad_norm}")
+        need(self.max_rollout_age >= 0, f"max_rollout_age must be >= 0 optimizer steps (0 = only the first step "
+             f"of each batch), got {self.max_rollout_age}")
+        need(self.missing_eos_penalty >= 0, f"missing_eos_penalty must be >= 0 (0 = off), got {self.missing_eos_penalty}")
         if problems:
             raise ValueError("Invalid PPO config: " + "; ".join(problems) + ".")
+        return self
+
+    def validate_processes(self, world_size: int) -> "PPOConfig":
+        """Under torchrun each process takes batch_size / world_size episodes and splits them
+        into num_minibatches; every process must take the same number of optimizer steps, or the
+        gradient all-reduces pair up different steps and the run hangs."""
+        if self.batch_size % (world_size * self.num_minibatches):
+            raise ValueError(
+                f"Invalid PPO config: batch_size ({self.batch_size}) must be divisible by processes x "
+                f"num_minibatches ({world_size} x {self.num_minibatches}); e.g. batch_size="
+                f"{world_size * self.num_minibatches * max(1, round(self.batch_size / (world_size * self.num_minibatches)))}."
+            )
         return self
 
     def to_dict(self) -> dict:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 import hashlib
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -341,7 +341,6 @@ class ModelBundle:
     manifest: dict
     device: torch.device
     lora: LoRASettings | None = None
-    extras: dict = field(default_factory=dict)
 
     @contextmanager
     def reference_model(self) -> Iterator[PolicyWithValue]:
@@ -456,6 +455,22 @@ class ModelBundle:
         return f"<table><caption>{caption}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def disable_dropout(module: nn.Module) -> int:
+    """Set every dropout probability to 0 (as TRL does for PPO) and return how many were on.
+
+    With dropout the training forward is a different function from the no-grad forward that
+    computed the old log-probs, so the first ratio is not 1 (measured: 0.97-1.04)."""
+    switched = 0
+    for m in module.modules():
+        if isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0:
+            m.p, switched = 0.0, switched + 1
+    # Attention dropout in transformers is a float on the attention module, not a Dropout module.
+    for m in module.modules():
+        if isinstance(getattr(m, "attention_dropout", None), float) and m.attention_dropout > 0:
+            m.attention_dropout, switched = 0.0, switched + 1
+    return switched
+
+
 def load_bundle(
     model: str | Path = hub.DEFAULT_MODEL,
     lora: LoRASettings | None = LoRASettings(),
@@ -496,6 +511,9 @@ def load_bundle(
 
         value_model = AutoModel.from_pretrained(folder, dtype=dtype).to(device)
     policy = PolicyWithValue(lm, value_model)
+    disable_dropout(policy)
+    if reference is not None:
+        disable_dropout(reference)
     reward = reward if reward is not None else CheckerReward("partial")
     if isinstance(reward, nn.Module):  # a learned reward model is frozen: PPO never trains it
         reward.eval().requires_grad_(False)

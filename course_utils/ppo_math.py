@@ -48,6 +48,7 @@ __all__ = [
     "last_token_index",
     "shaped_rewards",
     "score_on_last_token",
+    "penalise_missing_eos",
     "td_residuals",
     "masked_gae",
     "explained_variance",
@@ -171,31 +172,33 @@ def global_masked_mean_var(
     distributed: bool | None = None,
     group=None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean and variance over the masked tokens of *all* processes (scalars, float64).
+    """Mean and variance over the masked tokens of *all* processes (scalars in ``x``'s dtype).
 
-    Every process computes three numbers over its own masked tokens, in float64:
+    Two passes, each a sum over every process's own masked tokens (all-reduced when
+    ``torch.distributed`` is initialised, so each process holds the global numbers):
 
-        n = Σ mask_i,   s = Σ mask_i · x_i,   q = Σ mask_i · x_i²
-
-    and (when ``torch.distributed`` is initialised) all-reduces them with a sum, so each process
-    holds the global n, s, q. Then
-
-        mean = s / n,   var = (q - n · mean²) / (n - 1)   (or / n when unbiased=False)
+        pass 1:  n = Σ mask_i,  s = Σ mask_i · x_i            ->  mean = s / n
+        pass 2:  q = Σ mask_i · (x_i - mean)²                 ->  var = q / (n - 1)   (or / n)
 
     Two processes holding halves of a batch get what one process gets on the whole batch.
-    The sum-of-squares form can lose precision when |mean| >> std; float64 keeps that harmless
-    for advantages and rewards. ``distributed=None`` means "use torch.distributed if it is
-    initialised"; ``False`` forces the local statistic. ``group`` is the process group to reduce
-    over (``None`` = all processes).
+    Centring before squaring (pass 2) keeps float32 accurate even when |mean| >> std, where the
+    one-pass form Σx² - n·mean² would cancel; no float64 is needed, which Apple's MPS lacks.
+    ``distributed=None`` means "use torch.distributed if it is initialised"; ``False`` forces
+    the local statistic. ``group`` is the process group to reduce over (``None`` = all).
     """
     m = _as_bool_mask(x, mask)
-    x64 = torch.where(m, x.double(), torch.zeros((), dtype=torch.float64, device=x.device))
-    moments = torch.stack([m.sum().double(), x64.sum(), (x64 * x64).sum()])
+    dtype = x.dtype if x.is_floating_point() else torch.float32
+    zero = torch.zeros((), dtype=dtype, device=x.device)
+    xm = torch.where(m, x.to(dtype), zero)
     if distributed is None:
         distributed = _distributed_is_on()
-    if distributed:
-        torch.distributed.all_reduce(moments, op=torch.distributed.ReduceOp.SUM, group=group)
-    n, s, q = moments[0], moments[1], moments[2]
+
+    def global_sums(t: torch.Tensor) -> torch.Tensor:
+        if distributed:
+            torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.SUM, group=group)
+        return t
+
+    n, s = global_sums(torch.stack([m.sum().to(dtype), xm.sum()]))
     # Every process sees the same global n, so they all raise together (no hanging collective).
     _count_or_raise(n, "global_masked_mean_var")
     if unbiased and n.item() < 2:
@@ -204,8 +207,9 @@ def global_masked_mean_var(
             "pass unbiased=False or use a larger batch"
         )
     mean = s / n
-    sum_sq_dev = (q - n * mean * mean).clamp(min=0.0)  # rounding can make it a hair below 0
-    var = sum_sq_dev / (n - 1) if unbiased else sum_sq_dev / n
+    centred = torch.where(m, xm - mean, zero)
+    q = global_sums((centred * centred).sum().reshape(1))[0]
+    var = q / (n - 1) if unbiased else q / n
     return mean, var
 
 
@@ -232,10 +236,10 @@ def masked_whiten(
     """
     m = _as_bool_mask(x, mask)
     mean, var = global_masked_mean_var(x, m, unbiased=unbiased, distributed=distributed, group=group)
-    whitened = (x.double() - mean) * torch.rsqrt(var + eps)
+    whitened = (x - mean) * torch.rsqrt(var + eps)
     if not shift_mean:
         whitened = whitened + mean
-    return torch.where(m, whitened, torch.zeros((), dtype=torch.float64, device=x.device)).to(x.dtype)
+    return torch.where(m, whitened, torch.zeros((), dtype=x.dtype, device=x.device))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -401,6 +405,19 @@ def shaped_rewards(
     m = _as_bool_mask(logprobs, mask, "logprobs")
     placed = score_on_last_token(scores, m)  # checks the shape of scores first
     return kl_penalty_rewards(logprobs, ref_logprobs, m, kl_coef, kl_estimator) + placed.to(logprobs.dtype)
+
+
+def penalise_missing_eos(scores: torch.Tensor, ended_with_eos: torch.Tensor, penalty: float) -> torch.Tensor:
+    """Scores with a penalty for every response that never produced an EOS (TRL's
+    ``missing_eos_penalty``):
+
+        score'_b = score_b - penalty · 1[response b has no EOS]
+
+    Shapes: ``scores [B]``, ``ended_with_eos [B]`` bool -> ``[B]``. ``penalty`` 0 changes nothing.
+    """
+    if scores.shape != ended_with_eos.shape:
+        raise ValueError(f"scores {tuple(scores.shape)} and ended_with_eos {tuple(ended_with_eos.shape)} must match")
+    return scores - penalty * (~ended_with_eos.bool()).to(scores.dtype)
 
 
 def score_on_last_token(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

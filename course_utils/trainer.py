@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import sys
@@ -32,7 +33,7 @@ from course_utils import update as ppo
 from course_utils.config import PPOConfig, load_config
 from course_utils.device import default_dtype, pick_device, seed_everything, set_threads
 from course_utils.machinery import checkpoint, report, stop_rules
-from course_utils.machinery.distributed import params_in_sync, rank_and_world_size
+from course_utils.machinery.distributed import gather_objects, global_max, params_in_sync, rank_and_world_size
 from course_utils.machinery.faults import NaNRewardFrom
 from course_utils.machinery.metrics import update_metrics
 from course_utils.machinery.run_checks import task_outcomes
@@ -104,6 +105,7 @@ class PPOTrainer:
         self.config = config.validate()
         self.callbacks, self.quiet = list(callbacks), quiet
         self.rank, self.world_size = rank_and_world_size()
+        config.validate_processes(self.world_size)
         set_threads(config.threads or None)  # 0: $COURSE_THREADS, else the cores (at most 8)
         seed_everything(config.seed)
         self.device = pick_device(config.device)
@@ -129,9 +131,7 @@ class PPOTrainer:
             seed_everything(config.seed + 1000 * self.rank)
         self.params = self.policy.trainable_parameters()
         self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5)
-        total = config.total_updates
-        decay = (lambda u: max(0.0, 1 - u / total)) if config.lr_schedule == "linear" else (lambda u: 1.0)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, decay)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.kl_controller = (pm.AdaptiveKLController(config.kl_coef, config.kl_target, config.kl_horizon)
                               if config.adaptive_kl else pm.FixedKLController(config.kl_coef))
         self._load_prompts()
@@ -140,6 +140,19 @@ class PPOTrainer:
         self.evals: list[dict] = []
         self.streaks = stop_rules.Streaks()
         self.stop: stop_rules.StopSignal | None = None
+        self.best: dict | None = None  # the evaluation with the highest pass rate so far
+        self.checkpoint_update: int | None = None
+
+    def _lr_factor(self, updates_done: int) -> float:
+        """Learning-rate multiplier after ``updates_done`` updates: 1, or for the linear schedule
+        1 - the run's progress, measured in updates or in the time budget, whichever is further."""
+        cfg = self.config
+        if cfg.lr_schedule != "linear":
+            return 1.0
+        progress = updates_done / cfg.total_updates
+        if cfg.max_train_minutes > 0 and updates_done:
+            progress = max(progress, self.training_seconds() / (60 * cfg.max_train_minutes))
+        return max(0.0, 1.0 - progress)
 
     def _load_prompts(self) -> None:
         cfg, families = self.config, set(self.config.task_families)
@@ -171,13 +184,14 @@ class PPOTrainer:
         t_start = time.perf_counter()
         batch = self.prepare_batch()                                        # steps 1-4
         t_prepared = time.perf_counter()
+        learning_rate = self.scheduler.get_last_lr()[0]                     # the rate step 5 uses
         steps = ppo.optimise(self.policy, self.optimizer, batch, self.config)  # step 5
         self.scheduler.step()
         t_done = time.perf_counter()
-        metrics = update_metrics(batch, steps, self.config, self.update + 1, self.world_size,
-                                 learning_rate=self.scheduler.get_last_lr()[0],
+        metrics = update_metrics(batch, steps, self.config, self.update + 1, self.world_size, learning_rate,
                                  times={"train_s": t_done - t_prepared, "update_s": t_done - t_start})
-        self.kl_controller.update(metrics["kl_per_sequence"], self.config.batch_size)  # adapt β
+        if steps["optimizer_steps"] and math.isfinite(metrics["kl_per_sequence"]):
+            self.kl_controller.update(metrics["kl_per_sequence"], self.config.batch_size)  # adapt β
         self.update += 1
         return metrics
 
@@ -227,7 +241,9 @@ class PPOTrainer:
             "history": self.history,
             "evals": self.evals,
             "streaks": (self.streaks.nonfinite, self.streaks.clipfrac, self.streaks.hacking),
-            "rng": checkpoint.rng_state(),
+            "best": self.best,
+            # One RNG state per process: under torchrun each rank samples its own share of the batch.
+            "rng_per_rank": gather_objects(checkpoint.rng_state()),
             "config": self.config.to_dict(),
         }
 
@@ -245,11 +261,18 @@ class PPOTrainer:
         self.update = state["update"]
         self.history, self.evals = state["history"], state["evals"]
         self.streaks = stop_rules.Streaks(*state["streaks"])
-        checkpoint.restore_rng(state["rng"])
+        self.best, self.checkpoint_update = state.get("best"), state["update"]
+        per_rank = state["rng_per_rank"]
+        if len(per_rank) != self.world_size:
+            raise ValueError(f"the checkpoint was written by {len(per_rank)} process(es) and this run has "
+                             f"{self.world_size}: resume with the same number of processes")
+        checkpoint.restore_rng(per_rank[self.rank])
 
     def save_checkpoint(self) -> None:
+        state = self.state_dict()  # on every process: it gathers each rank's RNG state
         if self.rank == 0:
-            checkpoint.save(self.run_dir, self.state_dict(), self.update)
+            checkpoint.save(self.run_dir, state, self.update)
+        self.checkpoint_update = self.update
 
     def load_checkpoint(self) -> bool:
         state = checkpoint.load(self.run_dir)
@@ -270,9 +293,11 @@ class PPOTrainer:
         return float(sum(h.get("time_update_s", 0.0) for h in self.history))
 
     def budget_spent(self) -> bool:
-        """True once ``max_train_minutes`` of training time are used up (never, when it is 0)."""
+        """True once ``max_train_minutes`` of training time are used up (never, when it is 0).
+        Under torchrun the slowest process's clock decides, the same answer on every process: one
+        rank leaving the loop while another starts an update would hang the next collective."""
         budget = self.config.max_train_minutes
-        return budget > 0 and self.training_seconds() >= 60 * budget
+        return budget > 0 and global_max(self.training_seconds()) >= 60 * budget
 
     def train(self, resume: bool = False) -> dict:
         """Run until ``total_updates``, a stop rule or the time budget; write metrics, checkpoints
@@ -291,7 +316,7 @@ class PPOTrainer:
             for callback in self.callbacks:
                 callback(self, metrics)
             # Only a healthy update may overwrite the checkpoint: it stays the last-known-good state.
-            healthy = self.stop is None and not (metrics["nonfinite_steps"] or metrics["nonfinite_scores"])
+            healthy = self.stop is None and not stop_rules.is_nonfinite(metrics)
             if healthy and (self.update % cfg.save_every == 0 or self._last_update()):
                 self.save_checkpoint()
         bar.close()
@@ -309,8 +334,7 @@ class PPOTrainer:
             (self.run_dir / "manifest.json").write_text(json.dumps(self.bundle.manifest, indent=2, default=str) + "\n")
         self._write_jsonl(METRICS, self.history)  # drops lines past the checkpoint after a kill
         if not self.evals:
-            self.evals.append(self.evaluate())
-            self._write_jsonl("evals.jsonl", self.evals)
+            self._evaluate_and_keep_best()
             self.log(f"held-out pass rate before training: {self.evals[0]['pass_rate']:.2%}")
 
     def _after_update(self, metrics: dict) -> None:
@@ -320,10 +344,19 @@ class PPOTrainer:
             metrics["stop"] = str(self.stop)
         self.history.append(metrics)
         if self.stop is None and (self.update % self.config.eval_every == 0 or self._last_update()):
-            self.evals.append(self.evaluate())
-            self._write_jsonl("evals.jsonl", self.evals)
+            self._evaluate_and_keep_best()
             self.stop, self.streaks = stop_rules.check_heldout(self.history, self.evals, self.config, self.streaks)
         self._write_jsonl(METRICS, self.history)
+
+    def _evaluate_and_keep_best(self) -> None:
+        """Evaluate; when the pass rate beats every earlier one, save this policy as ``best_policy/``."""
+        self.evals.append(self.evaluate())
+        self._write_jsonl("evals.jsonl", self.evals)
+        latest = self.evals[-1]
+        if self.best is None or latest["pass_rate"] > self.best["pass_rate"]:
+            self.best = {"update": latest["update"], "pass_rate": latest["pass_rate"], "folder": "best_policy"}
+            if self.rank == 0:
+                self.save_adapter(self.run_dir / "best_policy")
 
     def _finish(self) -> dict:
         """The summary; the adapter, report.md and summary.json on disk."""
@@ -338,7 +371,8 @@ class PPOTrainer:
         summary = {"updates": self.update, "stop": str(self.stop) if self.stop else None, "finished": finished,
                    "training_minutes": self.training_seconds() / 60,
                    "pass_rate_before": self.evals[0]["pass_rate"], "pass_rate_after": self.evals[-1]["pass_rate"],
-                   "world_size": self.world_size, "ranks_in_sync": params_in_sync(self.params)}
+                   "world_size": self.world_size, "ranks_in_sync": params_in_sync(self.params),
+                   "best": self.best, "checkpoint_update": self.checkpoint_update}
         if "answers" in self.evals[0] and "answers" in self.evals[-1]:
             summary["task_outcomes"] = task_outcomes(self.eval_records, self.evals[0]["answers"],
                                                      self.evals[-1]["answers"])
@@ -348,10 +382,12 @@ class PPOTrainer:
             (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         return summary
 
-    def save_adapter(self) -> None:
-        """Save the trained weights (the LoRA adapter, or the full model) and the value head."""
-        self.policy.lm.save_pretrained(self.run_dir / "policy")
-        torch.save(self.policy.value_head.state_dict(), self.run_dir / "policy" / "value_head.pt")
+    def save_adapter(self, folder=None) -> None:
+        """Save the trained weights (the LoRA adapter, or the full model) and the value head
+        (default folder: ``policy/`` in the run folder)."""
+        folder = folder or self.run_dir / "policy"
+        self.policy.lm.save_pretrained(folder)
+        torch.save(self.policy.value_head.state_dict(), folder / "value_head.pt")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -377,10 +413,28 @@ def main(argv: list[str] | None = None) -> dict:
     if distributed:
         torch.distributed.init_process_group("gloo")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # let finally-blocks run on `kill`
+    quiet_libraries()
     try:
-        summary = PPOTrainer(config).train(resume=args.resume)
+        trainer = PPOTrainer(config)
+        summary = trainer.train(resume=args.resume)
+        if distributed:
+            torch.distributed.barrier()  # rank 0 writes the report last: nobody leaves before it is done
     finally:
         if distributed:
             torch.distributed.destroy_process_group()
-    print(json.dumps(summary, indent=2))
+    if trainer.rank == 0:
+        print("\n".join(report.summary_lines(summary, trainer.run_dir)))
     return summary
+
+
+def quiet_libraries() -> None:
+    """Keep transformers' loading bars and deprecation notices out of the command line's output
+    (the notebooks do the same); our own progress bar and summary stay."""
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", message=".*generation flags.*")

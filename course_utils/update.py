@@ -89,7 +89,8 @@ def prepare_batch(bundle, records: list, sampling, reward, kl_coef: float, confi
 
     # 2. score each response: one raw number per sequence (checker or reward model)
     raw_scores = reward.score(rollout.prompts, rollout.response_texts, records).to(mask.device)
-    scores = raw_scores
+    scores = pm.penalise_missing_eos(raw_scores, rollout.ended_with_eos, config.missing_eos_penalty) \
+        if config.missing_eos_penalty else raw_scores
     if config.whiten_rewards:
         ones = torch.ones_like(scores)
         scores = pm.masked_whiten(scores[:, None], ones[:, None], shift_mean=False)[:, 0]

@@ -80,9 +80,10 @@ def run_cli(tmp_path, *extra: str, check=True, **kwargs) -> subprocess.Completed
 
 def test_smoke_run_from_the_command_line_writes_a_report(tmp_path):
     result = run_cli(tmp_path)
-    summary = json.loads(result.stdout[result.stdout.index("{"):])
-    assert summary["updates"] == 4 and summary["stop"] is None
     run = tmp_path / "smoke"
+    assert "held-out pass rate:" in result.stdout
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["updates"] == 4 and summary["stop"] is None
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [m["update"] for m in metrics] == [1, 2, 3, 4]
     for key in ("score", "non_score_reward", "kl_per_sequence", "policy_loss", "value_loss", "policy_clipfrac",

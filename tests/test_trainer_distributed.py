@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_foundation import free_port
+from course_utils.machinery.distributed import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,3 +45,21 @@ def test_two_processes_stay_in_sync_and_report_global_numbers(tmp_path):
     # Every optimizer step was taken by both processes together (gradients averaged).
     assert [m["optimizer_steps"] for m in metrics2] == [m["optimizer_steps"] for m in metrics1]
     assert evals2[0] == evals1[0]
+
+
+def test_two_processes_stopped_and_resumed_give_the_same_numbers(tmp_path):
+    """Each rank samples its own share with its own random stream, so a resume must give every
+    rank back its own RNG state (not rank 0's) for the numbers to match an uninterrupted run."""
+    def torchrun(out: Path, *extra: str) -> list[dict]:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={free_port()}",
+               "-m", "course_utils", "ppo", "--config", "configs/smoke.yaml", "--set", f"output_dir={out}",
+               "threads=1", *extra]
+        result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stderr[-3000:]
+        rows = [json.loads(x) for x in (out / "smoke" / "metrics.jsonl").read_text().splitlines()]
+        return [{k: v for k, v in r.items() if not (k.startswith("time_") or k.endswith("_per_s"))} for r in rows]
+
+    full = torchrun(tmp_path / "full", "total_updates=3")
+    torchrun(tmp_path / "resumed", "total_updates=2")
+    resumed = torchrun(tmp_path / "resumed", "total_updates=3", "--resume")
+    assert resumed == full

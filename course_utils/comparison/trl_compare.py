@@ -915,9 +915,7 @@ def run_ppo_processes(processes: int, overrides: dict, config_path: str | os.Pat
 
     run_dir = load_config(config_path, **overrides).run_dir
     read = lambda name: [json.loads(line) for line in (run_dir / name).read_text().splitlines()]  # noqa: E731
-    text = done.stdout
-    summary = json.loads(text[text.rindex("\n{") + 1 if "\n{" in text else text.index("{"):])
-    return {"summary": summary, "metrics": read("metrics.jsonl"), "evals": read("evals.jsonl"),
+    return {"summary": json.loads((run_dir / "summary.json").read_text()), "metrics": read("metrics.jsonl"), "evals": read("evals.jsonl"),
             "wall_s": wall, "command": " ".join(["python", *command[1:]])}
 
 

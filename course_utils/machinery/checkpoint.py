@@ -21,15 +21,29 @@ import torch
 CHECKPOINT = "checkpoint"
 
 
+class DamagedCheckpointError(RuntimeError):
+    """A checkpoint file exists but cannot be read (truncated, corrupted, or not ours)."""
+
+
 def rng_state() -> dict:
-    """The state of every random-number generator a run draws from."""
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    """The state of every random-number generator a run draws from: Python's, NumPy's, torch's
+    CPU generator and, where there is one, the GPU's (CUDA or MPS sample on the device)."""
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    if torch.backends.mps.is_available():
+        state["mps"] = torch.mps.get_rng_state()
+    return state
 
 
 def restore_rng(state: dict) -> None:
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    if "mps" in state and torch.backends.mps.is_available():
+        torch.mps.set_rng_state(state["mps"])
 
 
 def save(run_dir: Path, state: dict, update: int) -> Path:
@@ -58,4 +72,11 @@ def load(run_dir: Path, folder: Path | None = None) -> dict | None:
         if not (old / "state.pt").is_file():
             return None
         folder = old
-    return torch.load(folder / "state.pt", weights_only=False)
+    try:
+        return torch.load(folder / "state.pt", weights_only=False)
+    except (RuntimeError, EOFError, OSError, ValueError) as error:  # torch's "PytorchStreamReader failed ..."
+        raise DamagedCheckpointError(
+            f"the checkpoint {folder / 'state.pt'} is damaged and cannot be read ({type(error).__name__}: "
+            f"{str(error).splitlines()[0][:120]}). Fix: start the run fresh (drop --resume, or use another "
+            f"run_name), or delete {folder} and resume from what is left"
+        ) from error

@@ -61,6 +61,24 @@ def global_sum(values: list[float]) -> list[float]:
     return t.tolist()
 
 
+def global_max(value: float) -> float:
+    """The largest of a per-process number over all processes (e.g. the training time so far)."""
+    if not distributed_on():
+        return value
+    t = torch.tensor([value], dtype=torch.float32)
+    torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
+    return float(t.item())
+
+
+def gather_objects(obj) -> list:
+    """``[obj of rank 0, obj of rank 1, ...]`` on every process (a plain list on one process)."""
+    if not distributed_on():
+        return [obj]
+    gathered = [None] * torch.distributed.get_world_size()
+    torch.distributed.all_gather_object(gathered, obj)
+    return gathered
+
+
 def global_mean(value: float) -> float:
     """Mean of a per-process number over all processes (e.g. a minibatch loss)."""
     if not distributed_on():

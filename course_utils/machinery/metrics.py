@@ -17,10 +17,12 @@ policy and value (means over the optimizer steps of the update, see ``update.STE
     value_mean          mean V(s_t) over real tokens
 responses
     response_length     real tokens per response, EOS included
+    answer_length       the same without the EOS (an EOS-only answer has length 0)
     eos_rate, truncation_rate, padding_fraction
 health
     nonfinite_steps     optimizer steps skipped for a non-finite loss or gradient
     nonfinite_scores    responses whose score was NaN or infinite
+    nonfinite_kl        real tokens whose KL estimate was NaN or infinite (broken log-probs)
     optimizer_steps, stale_steps_skipped, policy_lag_max (steps the last step was behind π_old)
     learning_rate
 speed (seconds and tokens per second; never compared between runs)
@@ -73,6 +75,7 @@ def update_metrics(batch, steps: dict, config, update: int, world_size: int, lea
         "value_mean": float(pm.global_masked_mean_var(rollout.values, mask, unbiased=False)[0]),
         # responses
         "response_length": per_seq(mask.sum(1).sum()),
+        "answer_length": per_seq(mask.sum() - rollout.ended_with_eos.sum()),
         "eos_rate": per_seq(rollout.ended_with_eos.sum()),
         "truncation_rate": per_seq(rollout.truncated.sum()),
         "padding_fraction": 1.0 - n_tok / global_sum([float(mask.numel())])[0],
@@ -80,6 +83,7 @@ def update_metrics(batch, steps: dict, config, update: int, world_size: int, lea
         # health
         "nonfinite_steps": steps["nonfinite_steps"],  # already the same on every process
         "nonfinite_scores": int(global_sum([float((~torch.isfinite(batch.raw_scores)).sum())])[0]),
+        "nonfinite_kl": int(global_sum([float((~torch.isfinite(batch.kl_per_token) & mask.bool()).sum())])[0]),
         "optimizer_steps": steps["optimizer_steps"],
         "stale_steps_skipped": steps["stale_steps_skipped"],
         "policy_lag_max": max(0, steps["optimizer_steps"] - 1),

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from course_utils.machinery.versions import package_versions
-
 import numpy as np
+
+from course_utils.machinery.versions import package_versions
 
 # (metric key, panel title, what a learner should look for)
 CURVES = [
@@ -127,6 +127,7 @@ def write_report(run_dir: Path, config, history: list[dict], evals: list[dict], 
         f"- stop: {summary['stop'] or summary.get('finished') or 'completed all updates'}",
         f"- held-out pass rate: **{before['pass_rate']:.0%} → {after['pass_rate']:.0%}** "
         f"({len(evals)} evaluations; updates {[e['update'] for e in evals]})",
+        *kept_lines(summary),
         "",
         "## Curves",
         "",
@@ -167,3 +168,35 @@ def write_report(run_dir: Path, config, history: list[dict], evals: list[dict], 
     path = run_dir / "report.md"
     path.write_text("\n".join(md))
     return path
+
+
+def kept_lines(summary: dict) -> list[str]:
+    """What the run kept on disk: the last-known-good checkpoint and the best held-out adapter."""
+    lines = [f"- kept: `checkpoint/` = the last-known-good state (update {summary.get('checkpoint_update', '-')}, "
+             "only updates that broke no stop rule are saved); `policy/` = the final adapter"]
+    best = summary.get("best")
+    if best:
+        lines.append(f"- best held-out adapter: `{best['folder']}/` from update {best['update']} at "
+                     f"{best['pass_rate']:.0%} (chosen on the evaluation prompts themselves, so that figure "
+                     "is optimistic; judge it on prompts it was not chosen on)")
+    return lines
+
+
+def summary_lines(summary: dict, run_dir: Path) -> list[str]:
+    """A few lines for the terminal at the end of ``ppo``: how the run ended, the held-out pass
+    rate before and after, the task families that moved, and where the files are."""
+    ending = (f"stopped by a rule: {summary['stop']}" if summary.get("stop")
+              else summary.get("finished") or "all updates done")
+    lines = [f"{summary['updates']} updates, {summary['training_minutes']:.1f} training minutes; {ending}",
+             f"held-out pass rate: {summary['pass_rate_before']:.0%} -> {summary['pass_rate_after']:.0%}"]
+    outcomes = summary.get("task_outcomes") or {}
+    moved = [f"{family} {o['pass_before']:.0%} -> {o['pass_after']:.0%} ({o['verdict']})"
+             for family, o in outcomes.items() if o["verdict"] != "no change"]
+    if outcomes:
+        lines.append("families that moved: " + ("; ".join(moved) if moved else "none"))
+    if summary.get("best"):
+        best = summary["best"]
+        lines.append(f"best held-out checkpoint: update {best['update']} at {best['pass_rate']:.0%} "
+                     f"({run_dir / best['folder']})")
+    lines.append(f"report: {run_dir / 'report.md'}   (numbers: summary.json, metrics.jsonl, evals.jsonl)")
+    return lines

@@ -34,13 +34,19 @@ class Streaks:
     hacking: int = 0
 
 
+def is_nonfinite(m: dict) -> bool:
+    """The update saw a non-finite score or KL, or skipped a step for a non-finite loss/gradient."""
+    return bool(m["nonfinite_steps"] or m["nonfinite_scores"] or m.get("nonfinite_kl", 0))
+
+
 def check_update(m: dict, config, streaks: Streaks) -> tuple[StopSignal | None, Streaks]:
     """The first rule that the update with metrics ``m`` broke (with its numbers), or None."""
-    nonfinite = streaks.nonfinite + 1 if (m["nonfinite_steps"] or m["nonfinite_scores"]) else 0
+    nonfinite = streaks.nonfinite + 1 if is_nonfinite(m) else 0
     streaks = replace(streaks, nonfinite=nonfinite)
     if nonfinite >= config.stop_nonfinite_patience:
         return StopSignal("nonfinite", f"{nonfinite} updates in a row had non-finite values "
-                          f"(scores: {m['nonfinite_scores']}, skipped steps: {m['nonfinite_steps']})"), streaks
+                          f"(scores: {m['nonfinite_scores']}, KL tokens: {m.get('nonfinite_kl', 0)}, "
+                          f"skipped steps: {m['nonfinite_steps']})"), streaks
     if nonfinite:
         return None, streaks  # the other statistics of this update are not meaningful
     if m["value_loss"] > config.stop_max_value_loss:
@@ -50,9 +56,9 @@ def check_update(m: dict, config, streaks: Streaks) -> tuple[StopSignal | None, 
     if not config.stop_min_entropy <= m["entropy"] <= config.stop_max_entropy:
         return StopSignal("entropy_out_of_range", f"entropy {m['entropy']:.3g} outside "
                           f"[{config.stop_min_entropy}, {config.stop_max_entropy}]"), streaks
-    if m["response_length"] < config.stop_min_length:
-        return StopSignal("length_collapse", f"mean response length {m['response_length']:.2f} tokens "
-                          f"< {config.stop_min_length}"), streaks
+    if m["answer_length"] < config.stop_min_length:
+        return StopSignal("length_collapse", f"mean answer length {m['answer_length']:.2f} tokens "
+                          f"(EOS not counted) < {config.stop_min_length}"), streaks
     clipfrac = streaks.clipfrac + 1 if m["policy_clipfrac"] > config.stop_max_clipfrac else 0
     streaks = replace(streaks, clipfrac=clipfrac)
     if clipfrac >= config.stop_clipfrac_patience:
