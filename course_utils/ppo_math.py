@@ -394,7 +394,9 @@ def shaped_rewards(
 
     r_t = -β · k_t + score · 1[t = last real token]
 
-    (lesson 5: with score 2.40 and a penalty of 0.35 on the last token, r_last = 2.05.)
+    (lesson 5: a response of five tokens with score 2.40 and a KL penalty of 0.35 summed over its
+    tokens, 0.07 of it on the last one: r_last = 2.40 - 0.07 = 2.33, and the shaped return
+    Σ_t r_t = 2.40 - 0.35 = 2.05.)
 
     Shapes: ``scores`` ``[B]`` (one reward-model score per response); ``logprobs``,
     ``ref_logprobs``, ``mask`` and the result ``[B, T]``. The result is 0 where mask is 0. The
@@ -530,8 +532,11 @@ def probability_ratio(logprobs: torch.Tensor, old_logprobs: torch.Tensor) -> tor
 
     r_t = π_θ(a_t) / π_old(a_t) = exp(log π_θ(a_t) - log π_old(a_t))
 
-    (lesson 4: 0.26 / 0.20 = 1.3.) Shapes: ``[B, T]`` in and out. Computed from log-probs, since
-    the probabilities themselves underflow for long vocabularies.
+    (lesson 4: 0.26 / 0.20 = 1.3.) Shapes: ``[B, T]`` in and out. Computed from log-probs
+    because that is what the forward gives accurately (a log-softmax): a sampled token can be very
+    unlikely (log π = -110 is possible at temperature 1), and exp(-110) is 0 in float32, so π/π_old
+    would be 0/0, while exp(log π - log π_old) is exact. The ratio is per token, so it is not the
+    length of the response that matters, only how unlikely each token is.
     """
     return torch.exp(logprobs - old_logprobs)
 

@@ -543,6 +543,41 @@ def test_changing_an_input_in_place_is_reported():
     assert not result.passed and "changed its input `values` in place" in result.message
 
 
+def test_a_hint_is_never_repeated():
+    def shaped_rewards(scores, logprobs, ref_logprobs, mask, kl_coef, kl_estimator="k1"):
+        rewards = -kl_coef * (logprobs - ref_logprobs)  # k1 always, and no mask on the penalty
+        rewards = rewards.clone()
+        rewards[torch.arange(rewards.shape[0]), mask.long().sum(-1) - 1] += scores
+        return rewards
+
+    result = exercises.check("shaped_rewards", shaped_rewards)
+    hint_lines = [line for line in result.message.splitlines() if line.startswith(("Hint:", "Also:"))]
+    assert any("exactly 0 where mask is 0" in line for line in hint_lines)
+    assert len(hint_lines) == len({line.split(":", 1)[1].strip() for line in hint_lines}), result.message
+
+
+def test_kl_messages_for_an_optional_mask_and_a_k3_upside_down():
+    def no_mask_check(logprobs, ref_logprobs, kind="k1", mask=None):
+        return _kl(logprobs - ref_logprobs, kind) * mask  # crashes when mask is None
+
+    def k3_upside_down(logprobs, ref_logprobs, kind="k1", mask=None):
+        lr = logprobs - ref_logprobs
+        return _kl_masked(torch.exp(lr) - 1 - lr if kind == "k3" else _kl(lr, kind), mask)
+
+    assert "with mask=None" in exercises.check("kl_estimate", no_mask_check).message
+    assert "If only your k3 is wrong" in exercises.check("kl_estimate", k3_upside_down).message
+
+
+def test_a_list_of_stop_ids_is_mentioned_when_it_breaks_the_learners_code():
+    def response_mask_from_ids(response_ids, eos_token_id):
+        is_eos = (response_ids == eos_token_id).long()  # a list of ids makes this a plain bool
+        mask = ((is_eos.cumsum(-1) - is_eos) == 0).float()
+        return mask, mask.sum(-1).long() - 1, is_eos.bool().any(-1), ~is_eos.bool().any(-1)
+
+    result = exercises.check("response_mask_from_ids", response_mask_from_ids)
+    assert not result.passed and "a list of ids" in result.message
+
+
 def test_a_loss_without_gradient_is_reported():
     def clipped_value_loss(values, old_values, returns, mask, cliprange_value):
         loss, clipfrac = ppo_math.clipped_value_loss(values.detach(), old_values, returns, mask, cliprange_value)

@@ -542,7 +542,7 @@ def _hint_lines(exercise: _Exercise, failures: list[_Failure]) -> list[str]:
         hints.append(f"{exercise.mistakes[best].hint} (Your output on \"{source.case.name}\" is exactly "
                      "what this mistake gives.)")
         hints += [_HINT_PADDING] if source.real_tokens_only else []
-    hints = hints or [exercise.hint]
+    hints = list(dict.fromkeys(hints)) or [exercise.hint]  # each hint once, in order
     return [f"Hint: {hints[0]}"] + [f"Also: {text}" for text in hints[1:]]
 
 
@@ -1406,7 +1406,8 @@ def _wrong_kl_k3_exponent_sign(logprobs, ref_logprobs, kind="k1", mask=None):
 
 _KL_MISTAKES = (
     _Mistake("logprobs (the policy that sampled the tokens) comes first: lr = logprobs - ref_logprobs. Swapping "
-             "the arguments flips the sign of k1 and turns k3 into exp(lr) - 1 - lr.", _wrong_kl_swapped),
+             "the arguments flips the sign of k1 and turns k3 into exp(lr) - 1 - lr. If only your k3 is wrong, "
+             "you wrote it with ρ = π / π_ref; k3 uses ρ = π_ref / π: exp(-lr) - 1 + lr.", _wrong_kl_swapped),
     _Mistake("The estimators are mixed up: k1 = lr, k2 = lr² / 2, k3 = exp(-lr) - 1 + lr (with "
              "lr = logprobs - ref_logprobs).", _wrong_kl_k1_k3_mixed),
     _Mistake("Your function ignores kind: it returns k1 whatever estimator was asked for ('k1', 'k2' or 'k3').",
@@ -1515,7 +1516,8 @@ _TABLE: tuple[_Exercise, ...] = (
     _Exercise("response_mask_from_ids", 2, _ROLLOUT, _response_mask_cases, _RESPONSE_MASK_MISTAKES,
               "mask[t] = 1 if no EOS occurs at any position < t (so the first EOS is kept), built from positions "
               "(cumsum of is_eos), never from ids != pad_id. last_index = the last position with mask 1; "
-              "ended_with_eos = any EOS in the row; truncated = no EOS.",
+              "ended_with_eos = any EOS in the row; truncated = no EOS. eos_token_id may be one id or a list of "
+              "ids: torch.isin(response_ids, torch.as_tensor(ids)) handles both.",
               outputs=("mask", "last_index", "ended_with_eos", "truncated"), any_dtype=frozenset({0, 2, 3}),
               stub_imports="from typing import Sequence\n\nimport torch"),
     _Exercise("td_residuals", 3, _PPO_MATH, _td_cases, _TD_MISTAKES,
@@ -1543,8 +1545,8 @@ _TABLE: tuple[_Exercise, ...] = (
               "is strictly the smaller objective.",
               outputs=("loss", "clipfrac"), grad_param="logprobs"),
     _Exercise("kl_estimate", 5, _PPO_MATH, _kl_cases, _KL_MISTAKES,
-              "lr = logprobs - ref_logprobs; k1 = lr, k2 = lr² / 2, k3 = exp(-lr) - 1 + lr; with a mask, 0 on "
-              "the padding."),
+              "lr = logprobs - ref_logprobs; k1 = lr, k2 = lr² / 2, k3 = exp(-lr) - 1 + lr. The mask is optional: "
+              "with mask=None return the estimate everywhere; with a mask, 0 on the padding."),
     _Exercise("shaped_rewards", 5, _PPO_MATH, _shaped_cases, _SHAPED_MISTAKES,
               "r_t = -β·k_t on every real token (k_t = kl_estimate(logprobs, ref_logprobs, kl_estimator)), plus "
               "the score on the last real token; 0 on the padding."),
