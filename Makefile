@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE ?= 1
 export TRL_EXPERIMENTAL_SILENCE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup lab test test-unit test-notebooks ppo bench bench-learning figures data model clean-venv
+.PHONY: setup lab test test-unit test-notebooks sft ppo bench bench-learning figures data model clean-venv
 
 setup: $(STAMP)  ## create .venv, install the pinned packages and provision the model
 
@@ -36,6 +36,9 @@ test-unit: $(STAMP)
 # COURSE_FAST=1 shortens the long runs inside the notebooks (they still run, just fewer steps).
 test-notebooks: $(STAMP)
 	COURSE_FAST=1 $(PY) -m pytest -q --nbval-lax --sanitize-with tests/nbval_sanitize.cfg notebooks
+
+sft: $(STAMP)  ## the SFT warm-up (200 train-split demonstrations, LoRA folded in), model in runs/sft-cpu/model
+	$(PY) -m course_utils sft
 
 ppo: $(STAMP)  ## a headless PPO run with the laptop preset, report in runs/
 	$(PY) -m course_utils ppo --config configs/cpu.yaml

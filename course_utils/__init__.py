@@ -10,6 +10,7 @@ The algorithm (top level), in reading order for weeks 1-7
     rewards           the reward: task checker, learned reward model, a toy for tests
     rollout           chat prompts, sampling, the response mask, log-probs and values
     ppo_math          the formula book: one function per formula (masks, KL, GAE, the losses)
+    sft               the SFT warm-up: LoRA on gold answers, folded into PPO's starting model
     update            ONE PPO update, written as the lesson's pseudocode
     trainer           the loop around it: evaluation, stop rules, checkpoints, the report
     config            every setting of a run, one documented field each, and the presets
@@ -50,6 +51,8 @@ Formula index (formula -> function)
     fixed and adaptive KL coefficient                   ppo_math.FixedKLController, ppo_math.AdaptiveKLController
     Bradley-Terry pairwise loss                         reward_model.bradley_terry_loss
     the minibatch loss (policy + value - entropy)       update.minibatch_loss
+    missing-EOS penalty on the score                    ppo_math.penalise_missing_eos
+    SFT loss on the response tokens                     sft.sft_loss
 
 Command line: ``python -m course_utils --help``.
 """

@@ -39,6 +39,12 @@ def cmd_rm(argv: list[str]) -> None:
     reward_model.main(argv)
 
 
+def cmd_sft(argv: list[str]) -> None:
+    from course_utils import sft
+
+    sft.main(argv)
+
+
 def cmd_ppo(argv: list[str]) -> None:
     from course_utils import trainer
 
@@ -85,6 +91,7 @@ COMMANDS = {
     "model": ("provision a model (default: the offline SmolLM2-135M-Instruct, and the tiny test model)", cmd_model),
     "data": ("regenerate data/", cmd_data),
     "rm": ("reward model: rm train / rm eval", cmd_rm),
+    "sft": ("the SFT warm-up: LoRA on train-split gold answers, saved as PPO's start", cmd_sft),
     "ppo": ("run PPO headless from a config preset", cmd_ppo),
     "bench": ("speed and memory, ours vs TRL, as JSON", cmd_bench),
     "bench-learning": ("does a preset learn? seeds x a training-time budget", cmd_bench_learning),

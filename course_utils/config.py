@@ -226,16 +226,21 @@ class PPOConfig:
     @classmethod
     def field_docs(cls) -> dict[str, str]:
         """Field name -> its docstring, read from this file (for the docs and the notebooks)."""
-        import ast
-        import inspect
+        return field_docs(cls)
 
-        tree = ast.parse(inspect.getsource(cls))
-        docs, body = {}, tree.body[0].body
-        for node, following in zip(body, body[1:]):
-            if isinstance(node, ast.AnnAssign) and isinstance(following, ast.Expr) \
-                    and isinstance(following.value, ast.Constant):
-                docs[node.target.id] = " ".join(following.value.value.split())
-        return docs
+
+def field_docs(cls) -> dict[str, str]:
+    """Field name -> the docstring written under it, for a dataclass documented CleanRL style."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(cls))
+    docs, body = {}, tree.body[0].body
+    for node, following in zip(body, body[1:]):
+        if isinstance(node, ast.AnnAssign) and isinstance(following, ast.Expr) \
+                and isinstance(following.value, ast.Constant):
+            docs[node.target.id] = " ".join(following.value.value.split())
+    return docs
 
 
 def load_config(path: str | os.PathLike | None = None, **overrides) -> PPOConfig:

@@ -48,6 +48,7 @@ __all__ = [
     "sequence_forward",
     "generate",
     "collect_rollout",
+    "greedy_answers",
 ]
 
 
@@ -584,6 +585,17 @@ def decode_responses(tokenizer, response_ids: torch.Tensor, response_mask: torch
     """Response texts as the reward sees them: the real tokens, special tokens (the EOS) removed."""
     lengths = response_mask.sum(-1).long().tolist()
     return [tokenizer.decode(row[:n].tolist(), skip_special_tokens=True) for row, n in zip(response_ids, lengths)]
+
+
+def greedy_answers(bundle, prompts: Sequence[str], max_new_tokens: int, chunk: int = 32) -> list[str]:
+    """Greedy answers to ``prompts`` (chat template, special tokens removed), ``chunk`` at a time:
+    what every held-out evaluation reads."""
+    settings = SamplingSettings(max_new_tokens=max_new_tokens, do_sample=False)
+    answers: list[str] = []
+    for i in range(0, len(prompts), chunk):
+        result = generate(bundle, prompts=list(prompts[i:i + chunk]), settings=settings)
+        answers.extend(decode_responses(bundle.tokenizer, result.response_ids, result.response_mask))
+    return answers
 
 
 def collect_rollout(

@@ -38,7 +38,7 @@ from course_utils.machinery.faults import NaNRewardFrom
 from course_utils.machinery.metrics import update_metrics
 from course_utils.machinery.run_checks import task_outcomes
 from course_utils.rewards import make_reward
-from course_utils.rollout import SamplingSettings, decode_responses, generate
+from course_utils.rollout import SamplingSettings, greedy_answers
 
 METRICS = "metrics.jsonl"
 
@@ -203,12 +203,7 @@ class PPOTrainer:
         reward, and the answers to the fixed sample prompts."""
         self.policy.eval()
         records = self.eval_records
-        answers: list[str] = []
-        chunk = 32
-        for i in range(0, len(records), chunk):
-            part = records[i:i + chunk]
-            result = generate(self.bundle, prompts=[r.prompt for r in part], settings=self.sampling(greedy=True))
-            answers.extend(decode_responses(self.bundle.tokenizer, result.response_ids, result.response_mask))
+        answers = greedy_answers(self.bundle, [r.prompt for r in records], self.config.max_new_tokens)
         passed = [tasks.check(r, a).passed for r, a in zip(records, answers)]
         rewards = self.bundle.reward.score([r.prompt for r in records], answers, records)
         per_task: dict[str, list[bool]] = {}

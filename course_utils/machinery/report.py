@@ -200,3 +200,56 @@ def summary_lines(summary: dict, run_dir: Path) -> list[str]:
                      f"({run_dir / best['folder']})")
     lines.append(f"report: {run_dir / 'report.md'}   (numbers: summary.json, metrics.jsonl, evals.jsonl)")
     return lines
+
+
+def plot_sft(losses: list[float], before: dict, after: dict, window: int = 5):
+    """Two panels: the SFT loss per step (raw and smoothed), and the held-out pass rate per task
+    family before and after the warm-up."""
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 3.8))
+    steps = np.arange(1, len(losses) + 1)
+    left.plot(steps, losses, color="tab:blue", alpha=0.3, lw=1)
+    left.plot(steps, smooth(losses, window), color="tab:blue", lw=2, label=f"mean of {window} steps")
+    left.set(xlabel="optimizer step", ylabel="loss (nats per answer token)", title="SFT loss")
+    left.grid(alpha=0.3)
+    left.legend()
+    families = list(before["per_family"])
+    y = np.arange(len(families))
+    right.barh(y + 0.2, [100 * before["per_family"][f] for f in families], 0.4, label="before", color="tab:gray")
+    right.barh(y - 0.2, [100 * after["per_family"].get(f, 0.0) for f in families], 0.4, label="after", color="tab:green")
+    right.set_yticks(y, families)
+    right.invert_yaxis()
+    right.set(xlabel="held-out pass rate (%)", xlim=(0, 100), title="pass rate per task family")
+    right.legend(loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def write_sft_report(run_dir: Path, metrics: dict) -> Path:
+    """``report.md``, ``loss.png`` and ``metrics.json`` of an SFT warm-up."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    before, after = metrics["before"], metrics["after"]
+    fig = plot_sft(metrics["loss"], before, after)
+    fig.savefig(run_dir / "loss.png", dpi=110)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    rows = [f"| {f} | {before['per_family'][f]:.0%} | {after['per_family'].get(f, 0.0):.0%} |"
+            for f in before["per_family"]]
+    cfg = metrics["config"]
+    md = [f"# SFT warm-up: {cfg['run_name']}", "",
+          f"- model: `{cfg['model']}`, LoRA rank {cfg['lora_rank']} on every projection, lr {cfg['learning_rate']}, "
+          f"batch {cfg['batch_size']}, {cfg['epochs']} epoch(s)",
+          f"- {metrics['demos']} train-split demonstrations, {metrics['steps']} steps in "
+          f"{metrics['train_seconds']:.0f} s ({metrics['threads']} threads)",
+          f"- loss (nats per answer token): {metrics['loss'][0]:.3f} at the first step, "
+          f"{np.mean(metrics['loss'][-5:]):.3f} over the last five",
+          f"- held-out pass rate ({cfg['eval_split']}, greedy, strict checker): "
+          f"**{before['pass_rate']:.0%} → {after['pass_rate']:.0%}**",
+          "- the warmed-up model (LoRA folded into the weights) is in `model/`: PPO's start and reference",
+          "", "![loss and pass rates](loss.png)", "",
+          "| task family | before | after |", "|---|---|---|", *rows, ""]
+    (run_dir / "report.md").write_text("\n".join(md), encoding="utf-8")
+    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
+    return run_dir / "report.md"

@@ -1,0 +1,200 @@
+"""The SFT warm-up: a short LoRA fine-tune on gold answers, the first stage of RLHF.
+
+PPO can only re-weight what the policy already samples: a task the model never answers right
+gives PPO nothing to reinforce (the signal per prompt scales with p(1 - p)). So the pipeline
+starts with supervised fine-tuning on demonstrations, sized as a warm-up that leaves PPO room:
+
+    demonstrations   (prompt, gold answer) of the TRAIN split only, shuffled
+    loss             -mean log π(answer token | prompt, answer so far) over the response mask:
+                     the same mask as PPO's (answer tokens and the EOS, never the prompt)
+    output           the LoRA update folded into the weights and saved as a model folder; PPO
+                     loads it as its starting policy AND as its reference (a fresh PPO adapter on
+                     top, switched off for the reference), so the KL anchor is the SFT model
+
+``python -m course_utils sft`` runs it and writes ``runs/<run_name>/`` with ``model/``, ``report.md``,
+``metrics.json`` and ``loss.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from course_utils import models, tasks
+from course_utils import ppo_math as pm
+from course_utils.config import field_docs
+from course_utils.device import pick_device, seed_everything, set_threads
+from course_utils.rollout import (greedy_answers, response_mask_from_ids, sequence_forward,
+                                  stop_token_ids, tokenize_prompts)
+
+
+@dataclass
+class SFTConfig:
+    run_name: str = "sft-cpu"
+    """Name of the run; its outputs go to ``<output_dir>/<run_name>/`` (the model in ``model/``)."""
+    output_dir: str = "runs"
+    """Folder holding one sub-folder per run."""
+    model: str = "smollm2-135m-instruct"
+    """The model to warm up: a preset name, a hub id or a local folder."""
+    demos: int = 200
+    """How many train-split demonstrations to learn from, in one pass (a warm-up, not convergence)."""
+    epochs: int = 1
+    """Passes over the demonstrations."""
+    batch_size: int = 8
+    """Demonstrations per optimizer step."""
+    learning_rate: float = 2e-4
+    """Adam learning rate of the LoRA matrices."""
+    lora_rank: int = 16
+    """LoRA rank (on every projection); folded into the weights at the end."""
+    lora_alpha: int = 32
+    """LoRA scaling numerator."""
+    eval_split: str = "test"
+    """Held-out split for the pass rate before and after (the same one PPO reports on)."""
+    eval_prompts: int = 100
+    """Held-out prompts evaluated before and after (balanced over the task families)."""
+    max_new_tokens: int = 16
+    """Longest greedy answer in the evaluation."""
+    seed: int = 0
+    """Seeds the shuffling of the demonstrations and the LoRA initialisation."""
+    threads: int = 0
+    """torch CPU threads; 0: $COURSE_THREADS or the number of cores (at most 8)."""
+    device: str = "cpu"
+    """Where to train ("auto" picks cuda, then mps, then cpu)."""
+
+    def validate(self) -> "SFTConfig":
+        problems = [message for ok, message in (
+            (self.demos >= 1, f"demos must be >= 1, got {self.demos}"),
+            (self.epochs >= 1, f"epochs must be >= 1, got {self.epochs}"),
+            (self.batch_size >= 1, f"batch_size must be >= 1, got {self.batch_size}"),
+            (self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}"),
+            (self.lora_rank >= 1, f"lora_rank must be >= 1 (the warm-up is a LoRA fine-tune), got {self.lora_rank}"),
+            (self.eval_split != "train", "eval_split must be a held-out split (validation or test), not train"),
+        ) if not ok]
+        if problems:
+            raise ValueError("Invalid SFT config: " + "; ".join(problems) + ".")
+        return self
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.output_dir) / self.run_name
+
+
+def demonstrations(n: int, seed: int) -> list[tasks.Prompt]:
+    """``n`` train-split records, shuffled with ``seed`` (never validation or test)."""
+    records = tasks.load_split("train")
+    random.Random(seed).shuffle(records)
+    if n > len(records):
+        raise ValueError(f"demos={n} but the train split has {len(records)} prompts; use at most {len(records)}")
+    return records[:n]
+
+
+def demo_batch(tokenizer, records: list, eos_id: int, device) -> dict[str, torch.Tensor]:
+    """Prompts (chat template, left padded) and gold answers + EOS (right padded with the pad id),
+    with the response mask of PPO: 1 on the answer tokens up to and including the EOS."""
+    query_ids, query_mask = tokenize_prompts(tokenizer, [r.prompt for r in records])
+    answers = [tokenizer(r.target, add_special_tokens=False)["input_ids"] + [eos_id] for r in records]
+    width = max(map(len, answers))
+    response_ids = torch.full((len(answers), width), tokenizer.pad_token_id, dtype=torch.long)
+    for row, ids in enumerate(answers):
+        response_ids[row, :len(ids)] = torch.tensor(ids)
+    mask = response_mask_from_ids(response_ids, eos_id)[0]
+    return {"query_ids": query_ids.to(device), "query_mask": query_mask.to(device),
+            "response_ids": response_ids.to(device), "response_mask": mask.to(device)}
+
+
+def sft_loss(policy, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Negative log-likelihood of the gold answers, averaged over the response tokens:
+
+        loss = -masked_mean(log π(a_t | s_t), response_mask)
+
+    Shapes: the batch's ``[B, Lq]`` prompts and ``[B, T]`` answers -> a scalar."""
+    logprobs, _, _ = sequence_forward(policy, batch["query_ids"], batch["query_mask"], batch["response_ids"],
+                                      batch["response_mask"], temperature=1.0)
+    return -pm.masked_mean(logprobs, batch["response_mask"])
+
+
+def pass_rates(bundle, records: list, max_new_tokens: int) -> dict:
+    """Greedy held-out answers: strict checker pass rate overall and per task family."""
+    answers = greedy_answers(bundle, [r.prompt for r in records], max_new_tokens)
+    passed = [tasks.check(r, a).passed for r, a in zip(records, answers)]
+    per_family: dict[str, list[bool]] = {}
+    for record, ok in zip(records, passed):
+        per_family.setdefault(record.family, []).append(ok)
+    return {"pass_rate": float(np.mean(passed)),
+            "per_family": {k: float(np.mean(v)) for k, v in sorted(per_family.items())}, "answers": answers}
+
+
+def train_sft(config: SFTConfig, progress: bool = True) -> dict:
+    """Warm up ``config.model`` on demonstrations; save the merged model; return the metrics."""
+    from course_utils.machinery import report
+    from course_utils.trainer import balanced_subset
+
+    config.validate()
+    threads = set_threads(config.threads or None)
+    seed_everything(config.seed)
+    device = pick_device(config.device)
+    lora = models.LoRASettings(rank=config.lora_rank, alpha=config.lora_alpha)
+    bundle = models.load_bundle(config.model, lora=lora, device=device, seed=config.seed)
+    policy, tokenizer = bundle.policy, bundle.tokenizer
+    eos_id = stop_token_ids(tokenizer, policy.base_model)[0]
+    held_out = balanced_subset(tasks.load_split(config.eval_split), config.eval_prompts)
+    before = pass_rates(bundle, held_out, config.max_new_tokens)
+
+    demos = demonstrations(config.demos, config.seed)
+    lora_params = [p for n, p in policy.lm.named_parameters() if p.requires_grad]
+    optimizer = torch.optim.Adam(lora_params, lr=config.learning_rate)
+    losses, start = [], time.perf_counter()
+    steps = config.epochs * -(-len(demos) // config.batch_size)
+    policy.train()
+    with tqdm(total=steps, desc="SFT steps", disable=not progress) as bar:
+        for _ in range(config.epochs):
+            for i in range(0, len(demos), config.batch_size):
+                loss = sft_loss(policy, demo_batch(tokenizer, demos[i:i + config.batch_size], eos_id, device))
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                losses.append(float(loss))
+                bar.update(1)
+                bar.set_postfix(loss=f"{losses[-1]:.3f}")
+    seconds = time.perf_counter() - start
+    after = pass_rates(bundle, held_out, config.max_new_tokens)
+    metrics = {"config": asdict(config), "demos": len(demos), "steps": len(losses), "train_seconds": seconds,
+               "threads": threads, "loss": losses, "before": before, "after": after}
+    save_merged(bundle, config.run_dir / "model")
+    report.write_sft_report(config.run_dir, metrics)
+    return metrics
+
+
+def save_merged(bundle, folder: Path) -> Path:
+    """Fold the LoRA update into the weights (W <- W + (alpha/r) B A) and save a plain model
+    folder with its tokenizer: PPO's starting policy and reference."""
+    merged = bundle.policy.lm.merge_and_unload()
+    folder.mkdir(parents=True, exist_ok=True)
+    merged.save_pretrained(folder)
+    bundle.tokenizer.save_pretrained(folder)
+    return folder
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """``python -m course_utils sft [--FIELD VALUE ...]``: every field of ``SFTConfig``."""
+    parser = argparse.ArgumentParser(prog="python -m course_utils sft", description=__doc__.split("\n")[0])
+    docs = field_docs(SFTConfig)
+    for name, spec in SFTConfig.__dataclass_fields__.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=type(spec.default), default=spec.default,
+                            help=f"{docs.get(name, '')} (default: {spec.default})")
+    args = parser.parse_args(argv)
+    config = SFTConfig(**{name: getattr(args, name) for name in SFTConfig.__dataclass_fields__})
+    metrics = train_sft(config)
+    before, after = metrics["before"], metrics["after"]
+    print(f"{metrics['steps']} SFT steps on {metrics['demos']} demonstrations in {metrics['train_seconds']:.0f} s; "
+          f"held-out pass rate {before['pass_rate']:.0%} -> {after['pass_rate']:.0%}")
+    print(f"model: {config.run_dir / 'model'}   report: {config.run_dir / 'report.md'}")
+    return metrics
+
