@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE ?= 1
 export TRL_EXPERIMENTAL_SILENCE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup lab test test-unit test-notebooks sft ppo bench bench-learning figures data model clean-venv
+.PHONY: setup lab test test-unit test-notebooks sft ppo-sft rlhf ppo bench bench-learning figures data model clean-venv
 
 setup: $(STAMP)  ## create .venv, install the pinned packages and provision the model
 
@@ -39,6 +39,16 @@ test-notebooks: $(STAMP)
 
 sft: $(STAMP)  ## the SFT warm-up (200 train-split demonstrations, LoRA folded in), model in runs/sft-cpu/model
 	$(PY) -m course_utils sft
+
+runs/sft-cpu/model/config.json: | $(STAMP)
+	$(PY) -m course_utils sft
+
+ppo-sft: runs/sft-cpu/model/config.json  ## PPO from the SFT warm-up against the checker (runs make sft first if needed)
+	$(PY) -m course_utils ppo --config configs/cpu_sft.yaml
+
+rlhf: runs/sft-cpu/model/config.json  ## RLHF: PPO from the SFT warm-up against the learned reward model (trained first if missing)
+	test -f "$${COURSE_RM_DIR:-$$HOME/.cache/course_utils/reward_model}/reward_model.json" || $(PY) -m course_utils rm train
+	$(PY) -m course_utils ppo --config configs/rlhf_cpu.yaml
 
 ppo: $(STAMP)  ## a headless PPO run with the laptop preset, report in runs/
 	$(PY) -m course_utils ppo --config configs/cpu.yaml

@@ -51,7 +51,8 @@ class PPOConfig:
     (1 if the checker passes, else 0), "learned" (the reward model in ``reward_model_path``) or
     "letters" (a toy reward for smoke tests on the random tiny model)."""
     reward_model_path: str = ""
-    """Folder of a trained reward model (used when reward == "learned")."""
+    """Folder of a trained reward model (used when reward == "learned"); "default" is where
+    ``python -m course_utils rm train`` saves it ($COURSE_RM_DIR or ~/.cache/course_utils/reward_model)."""
 
     # ----------------------------------------------------------------- data and sampling
     train_split: str = "train"

@@ -202,7 +202,12 @@ class LearnedReward:
 def make_reward(config, device=None) -> RewardFunction:
     """The reward function named by ``config.reward`` (checker, learned model or the toy)."""
     if config.reward == "learned":
-        return LearnedReward.from_folder(config.reward_model_path, device=device)
+        path = config.reward_model_path
+        if path == "default":  # where `python -m course_utils rm train` saves it
+            from course_utils.reward_model import default_model_dir
+
+            path = default_model_dir()
+        return LearnedReward.from_folder(path, device=device)
     if config.reward == "letters":
         return LetterFractionReward()
     return CheckerReward(kind="binary" if config.reward == "checker_binary" else "partial")

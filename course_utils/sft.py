@@ -132,7 +132,8 @@ def pass_rates(bundle, records: list, max_new_tokens: int) -> dict:
 
 
 def train_sft(config: SFTConfig, progress: bool = True) -> dict:
-    """Warm up ``config.model`` on demonstrations; save the merged model; return the metrics."""
+    """Warm up ``config.model`` on demonstrations; save the merged model; return the metrics
+    (``before``/``after``: the pass rates on ``eval_split`` and on its unseen phrasings)."""
     from course_utils.machinery import report
     from course_utils.trainer import balanced_subset
 
@@ -144,8 +145,9 @@ def train_sft(config: SFTConfig, progress: bool = True) -> dict:
     bundle = models.load_bundle(config.model, lora=lora, device=device, seed=config.seed)
     policy, tokenizer = bundle.policy, bundle.tokenizer
     eos_id = stop_token_ids(tokenizer, policy.base_model)[0]
-    held_out = balanced_subset(tasks.load_split(config.eval_split), config.eval_prompts)
-    before = pass_rates(bundle, held_out, config.max_new_tokens)
+    held_out = {name: balanced_subset(tasks.load_split(name), config.eval_prompts)
+                for name in (config.eval_split, tasks.UNSEEN_SPLIT)}  # the same prompts, asked anew
+    before = {name: pass_rates(bundle, records, config.max_new_tokens) for name, records in held_out.items()}
 
     demos = demonstrations(config.demos, config.seed)
     lora_params = [p for n, p in policy.lm.named_parameters() if p.requires_grad]
@@ -164,7 +166,7 @@ def train_sft(config: SFTConfig, progress: bool = True) -> dict:
                 bar.update(1)
                 bar.set_postfix(loss=f"{losses[-1]:.3f}")
     seconds = time.perf_counter() - start
-    after = pass_rates(bundle, held_out, config.max_new_tokens)
+    after = {name: pass_rates(bundle, records, config.max_new_tokens) for name, records in held_out.items()}
     metrics = {"config": asdict(config), "demos": len(demos), "steps": len(losses), "train_seconds": seconds,
                "threads": threads, "loss": losses, "before": before, "after": after}
     save_merged(bundle, config.run_dir / "model")
@@ -192,9 +194,10 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     config = SFTConfig(**{name: getattr(args, name) for name in SFTConfig.__dataclass_fields__})
     metrics = train_sft(config)
-    before, after = metrics["before"], metrics["after"]
-    print(f"{metrics['steps']} SFT steps on {metrics['demos']} demonstrations in {metrics['train_seconds']:.0f} s; "
-          f"held-out pass rate {before['pass_rate']:.0%} -> {after['pass_rate']:.0%}")
+    for name in metrics["before"]:
+        before, after = metrics["before"][name], metrics["after"][name]
+        print(f"held-out pass rate ({name}): {before['pass_rate']:.0%} -> {after['pass_rate']:.0%}")
+    print(f"{metrics['steps']} SFT steps on {metrics['demos']} demonstrations in {metrics['train_seconds']:.0f} s")
     print(f"model: {config.run_dir / 'model'}   report: {config.run_dir / 'report.md'}")
     return metrics
 

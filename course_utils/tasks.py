@@ -702,9 +702,56 @@ TASK_FAMILIES: dict[str, TaskFamily] = {f.name: f for f in (
 # --------------------------------------------------------------------------------------------
 
 
+UNSEEN_SPLIT = "test_unseen"
+"""The test prompts asked in instruction phrasings that no training or SFT prompt uses."""
+
+
 def _check_split_name(split: str) -> None:
-    if split not in SPLIT_SIZES:
-        raise ValueError(f"unknown split {split!r}; use one of {list(SPLIT_SIZES)}")
+    if split not in SPLIT_SIZES and split != UNSEEN_SPLIT:
+        raise ValueError(f"unknown split {split!r}; use one of {[*SPLIT_SIZES, UNSEEN_SPLIT]}")
+
+
+def _rephrased(p: Prompt) -> tuple[str, str]:
+    """(prompt, echo) of record ``p`` asked with another sentence template: the same numbers,
+    words, target and checker, different instruction wording."""
+    m = p.meta
+    listed = ", ".join(m.get("words", []))
+    if p.family == "result_sum":
+        return f"What is {m['a']} plus {m['b']}? Give the answer as a single line of the form RESULT: <sum>", \
+            f"{m['a']} plus {m['b']}"
+    if p.family == "number_only":
+        words = number_to_words(m["number"])
+        return f"Give the number {words} using digits. Answer with the digits and nothing else.", words
+    if p.family == "count_words":
+        return f"Count the words in the list {listed}. Answer in a single line: COUNT: <number>", listed
+    if p.family == "json_object":
+        (skey, word), (nkey, number) = m["object"].items()
+        return (f'Produce JSON where the key "{skey}" has the value "{word}" and the key "{nkey}" has the value '
+                f"{number}. Output only the raw JSON, without a code block."), f'"{skey}" has the value "{word}"'
+    if p.family == "comma_no_spaces":
+        return f"Combine {listed} into one string separated by commas, without any spaces.", listed
+    if p.family == "alphabetical_order":
+        return f"Put {listed} in alphabetical order. Answer with the words separated by single spaces.", listed
+    if p.family == "uppercase_word":
+        return f"Convert {m['words'][0]} to upper case. Answer with the converted word alone.", m["words"][0]
+    if p.family == "lowercase_word":
+        shown = m["words"][0].upper()
+        return f"Convert {shown} to lower case. Answer with the converted word alone.", shown
+    if p.family == "bracket_word":
+        return f"Put square brackets around the word {m['words'][0]}. Answer with nothing more.", m["words"][0]
+    if p.family == "yes_no_parity":
+        return f"Is the number {m['number']} divisible by 2? Reply with just Yes or No.", str(m["number"])
+    raise ValueError(f"no unseen phrasing for task family {p.family!r}")
+
+
+def make_unseen_split(test: list[Prompt]) -> list[Prompt]:
+    """The test split asked differently (``UNSEEN_SPLIT``): a gain there is not template memorisation."""
+    out = []
+    for p in test:
+        prompt, echo = _rephrased(p)
+        out.append(Prompt(id=p.id.replace("test-", f"{UNSEEN_SPLIT}-", 1), family=p.family, split=UNSEEN_SPLIT,
+                          prompt=prompt, target=p.target, meta={**p.meta, "echo": echo}))
+    return out
 
 
 def make_split(split: str, seed: int = DEFAULT_SEED) -> list[Prompt]:

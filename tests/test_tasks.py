@@ -496,7 +496,8 @@ def test_manifest_counts_seed_and_hashes(tmp_path):
     assert manifest["seed"] == 0 and manifest["families"] == list(tasks.TASK_FAMILIES)
     counts = {name: info["count"] for name, info in manifest["files"].items()}
     assert counts == {"train.jsonl": 400, "validation.jsonl": 100, "test.jsonl": 100,
-                      "pairs_train.jsonl": 1320, "pairs_validation.jsonl": 330, "pairs_test.jsonl": 330}
+                      "pairs_train.jsonl": 1320, "pairs_validation.jsonl": 330, "pairs_test.jsonl": 330,
+                      "test_unseen.jsonl": 100}
     for name, info in manifest["files"].items():
         raw = (tmp_path / name).read_bytes()
         assert hashlib.sha256(raw).hexdigest() == info["sha256"]
@@ -513,3 +514,29 @@ def test_load_split_reads_back_what_make_split_made(splits, tmp_path, monkeypatc
     monkeypatch.setenv(tasks.DATA_ENV_VAR, str(tmp_path / "missing"))
     with pytest.raises(FileNotFoundError, match="make data"):
         tasks.load_split("train")
+
+
+# ---------------------------------------------------------------------------------------------
+# The second held-out set: the test prompts in phrasings no training prompt uses
+# ---------------------------------------------------------------------------------------------
+
+
+def _skeleton(prompt) -> str:
+    """The instruction with its content (numbers, words, keys) taken out."""
+    text = prompt.prompt
+    for item in sorted(map(str, [*prompt.meta.get("numbers", []), *prompt.meta.get("words", [])]), key=len, reverse=True):
+        text = text.replace(item, "_").replace(item.upper(), "_")
+    for word in tasks.number_to_words(prompt.meta["number"]).split() if "number" in prompt.meta else []:
+        text = text.replace(word, "_")
+    return re.sub(r"\d+", "_", text)
+
+
+def test_the_unseen_split_asks_the_test_prompts_in_new_words():
+    test, unseen = tasks.load_split("test"), tasks.load_split(tasks.UNSEEN_SPLIT)
+    train_skeletons = {_skeleton(p) for p in tasks.load_split("train")}
+    assert len(unseen) == len(test) and [u.target for u in unseen] == [t.target for t in test]
+    for u, t in zip(unseen, test):
+        assert u.family == t.family and u.prompt != t.prompt
+        assert _skeleton(u) not in train_skeletons, u.prompt
+        assert tasks.check(u, u.target).passed, u.prompt
+        assert not tasks.check(u, u.prompt).passed  # echoing the new prompt is still caught

@@ -229,15 +229,18 @@ def plot_sft(losses: list[float], before: dict, after: dict, window: int = 5):
 def write_sft_report(run_dir: Path, metrics: dict) -> Path:
     """``report.md``, ``loss.png`` and ``metrics.json`` of an SFT warm-up."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    before, after = metrics["before"], metrics["after"]
+    cfg = metrics["config"]
+    main_set, unseen_set = list(metrics["before"])
+    before, after = metrics["before"][main_set], metrics["after"][main_set]
+    unseen_before, unseen_after = metrics["before"][unseen_set], metrics["after"][unseen_set]
     fig = plot_sft(metrics["loss"], before, after)
     fig.savefig(run_dir / "loss.png", dpi=110)
     import matplotlib.pyplot as plt
 
     plt.close(fig)
-    rows = [f"| {f} | {before['per_family'][f]:.0%} | {after['per_family'].get(f, 0.0):.0%} |"
+    rows = [f"| {f} | {before['per_family'][f]:.0%} | {after['per_family'].get(f, 0.0):.0%} | "
+            f"{unseen_before['per_family'].get(f, 0.0):.0%} | {unseen_after['per_family'].get(f, 0.0):.0%} |"
             for f in before["per_family"]]
-    cfg = metrics["config"]
     md = [f"# SFT warm-up: {cfg['run_name']}", "",
           f"- model: `{cfg['model']}`, LoRA rank {cfg['lora_rank']} on every projection, lr {cfg['learning_rate']}, "
           f"batch {cfg['batch_size']}, {cfg['epochs']} epoch(s)",
@@ -245,11 +248,13 @@ def write_sft_report(run_dir: Path, metrics: dict) -> Path:
           f"{metrics['train_seconds']:.0f} s ({metrics['threads']} threads)",
           f"- loss (nats per answer token): {metrics['loss'][0]:.3f} at the first step, "
           f"{np.mean(metrics['loss'][-5:]):.3f} over the last five",
-          f"- held-out pass rate ({cfg['eval_split']}, greedy, strict checker): "
-          f"**{before['pass_rate']:.0%} → {after['pass_rate']:.0%}**",
+          f"- held-out pass rate ({main_set}, greedy, strict checker): "
+          f"**{before['pass_rate']:.0%} → {after['pass_rate']:.0%}**; the same prompts in phrasings no "
+          f"training prompt uses ({unseen_set}): **{unseen_before['pass_rate']:.0%} → {unseen_after['pass_rate']:.0%}**",
           "- the warmed-up model (LoRA folded into the weights) is in `model/`: PPO's start and reference",
           "", "![loss and pass rates](loss.png)", "",
-          "| task family | before | after |", "|---|---|---|", *rows, ""]
+          f"| task family | {main_set} before | after | {unseen_set} before | after |", "|---|---|---|---|---|",
+          *rows, ""]
     (run_dir / "report.md").write_text("\n".join(md), encoding="utf-8")
     (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
     return run_dir / "report.md"
