@@ -109,6 +109,19 @@ def usage() -> str:
 DEBUG_ENV_VAR = "COURSE_DEBUG"
 
 
+def quiet_libraries() -> None:
+    """Keep transformers' loading bars and deprecation notices out of the command line's output
+    (the notebooks do the same); our own progress bars and summaries stay."""
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", message=".*generation flags.*")
+
+
 def user_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that mean "bad input" (a config value, a file, a model folder), not a bug."""
     import yaml
@@ -130,6 +143,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"\nerror: unknown command {argv[0]!r}; choose one of: {', '.join(COMMANDS)}", file=sys.stderr)
             sys.exit(2)
         return
+    quiet_libraries()
     try:
         COMMANDS[argv[0]][1](argv[1:])
     except user_errors() as error:

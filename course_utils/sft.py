@@ -162,7 +162,7 @@ def train_sft(config: SFTConfig, progress: bool = True) -> dict:
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
-                losses.append(float(loss))
+                losses.append(loss.item())
                 bar.update(1)
                 bar.set_postfix(loss=f"{losses[-1]:.3f}")
     seconds = time.perf_counter() - start

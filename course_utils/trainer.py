@@ -408,7 +408,6 @@ def main(argv: list[str] | None = None) -> dict:
     if distributed:
         torch.distributed.init_process_group("gloo")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # let finally-blocks run on `kill`
-    quiet_libraries()
     try:
         trainer = PPOTrainer(config)
         summary = trainer.train(resume=args.resume)
@@ -421,15 +420,3 @@ def main(argv: list[str] | None = None) -> dict:
         print("\n".join(report.summary_lines(summary, trainer.run_dir)))
     return summary
 
-
-def quiet_libraries() -> None:
-    """Keep transformers' loading bars and deprecation notices out of the command line's output
-    (the notebooks do the same); our own progress bar and summary stay."""
-    import warnings
-
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    warnings.filterwarnings("ignore", message=".*generation flags.*")
