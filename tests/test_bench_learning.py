@@ -67,3 +67,23 @@ def test_two_smoke_seeds_in_parallel_end_to_end(tmp_path, capsys):
 def test_a_typo_in_the_overrides_fails_before_any_run(tmp_path):
     with pytest.raises(ValueError, match="Unknown config field"):
         bl.main(["--config", "configs/smoke.yaml", "--out", str(tmp_path / "x.json"), "--set", "learning_rat=1"])
+
+
+def test_the_warm_up_runs_first_and_its_training_time_comes_out_of_the_budget(tmp_path, monkeypatch):
+    ran = []
+
+    def fake_run(cmd, **kwargs):  # stands in for `python -m course_utils sft ...`
+        ran.append(cmd)
+        folder = tmp_path / "cpu_sft-seed1-sft"
+        folder.mkdir()
+        (folder / "metrics.json").write_text(json.dumps({
+            "train_seconds": 48.0, "before": {"test": {"pass_rate": 0.05}}, "after": {"test": {"pass_rate": 0.46}}}))
+
+    monkeypatch.setattr(bl.subprocess, "run", fake_run)
+    warm = bl.run_warm_up(1, "cpu_sft-seed1", tmp_path, threads=2, env={})
+    assert ran[0][2:4] == ["course_utils", "sft"] and "--seed" in ran[0] and ran[0][ran[0].index("--seed") + 1] == "1"
+    assert warm["model"] == str(tmp_path / "cpu_sft-seed1-sft" / "model")
+    assert warm["train_minutes"] == 0.8 and warm["pass_after"] == {"test": 0.46}
+    ppo = bl.child_command("configs/cpu_sft.yaml", 1, "cpu_sft-seed1", str(tmp_path), 15 - warm["train_minutes"], 2,
+                           [f"model={warm['model']}"])
+    assert "max_train_minutes=14.2" in ppo and f"model={warm['model']}" in ppo

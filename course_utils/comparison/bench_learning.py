@@ -153,6 +153,27 @@ def plot_variant_gains(reports: dict[str, dict], target: float = TARGET_GAIN_POI
     return fig
 
 
+def sft_command(seed: int, run_name: str, output_dir: str, threads: int) -> list[str]:
+    """The SFT warm-up of one seed (its defaults: the measured 200-demo warm-up)."""
+    return [sys.executable, "-m", "course_utils", "sft", "--seed", str(seed), "--run-name", run_name,
+            "--output-dir", output_dir, "--threads", str(threads)]
+
+
+def run_warm_up(seed: int, name: str, output_dir: Path, threads: int, env: dict) -> dict:
+    """Run the warm-up of one seed to the end; return where its model is and what it cost.
+    Its training time counts against the seed's budget (evaluations do not, as for PPO)."""
+    run_name = f"{name}-sft"
+    log = output_dir / f"{run_name}.log"
+    cmd = sft_command(seed, run_name, str(output_dir), threads)
+    print(f"seed {seed}: {' '.join(cmd[1:])}  (log: {log})", flush=True)
+    with open(log, "w") as out:
+        subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT, check=True)
+    metrics = json.loads((output_dir / run_name / "metrics.json").read_text())
+    return {"model": str(output_dir / run_name / "model"), "train_minutes": metrics["train_seconds"] / 60,
+            "pass_after": {name: m["pass_rate"] for name, m in metrics["after"].items()},
+            "pass_before": {name: m["pass_rate"] for name, m in metrics["before"].items()}}
+
+
 def child_command(config: str, seed: int, run_name: str, output_dir: str, minutes: float, threads: int,
                   extra: list[str]) -> list[str]:
     sets = [f"seed={seed}", f"run_name={run_name}", f"output_dir={output_dir}", f"max_train_minutes={minutes}",
@@ -191,6 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--parallel", type=int, default=1, help="seeds run at once (threads per run: cores // parallel)")
     p.add_argument("--out", default="runs/learning.json", help="the JSON to write (runs go next to it)")
     p.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE", help="extra config overrides")
+    p.add_argument("--sft", action="store_true",
+                   help="warm each seed up with `python -m course_utils sft` first and start PPO from its model; "
+                        "the warm-up's training time is taken out of the budget")
     return p
 
 
@@ -218,14 +242,20 @@ def main(argv: list[str] | None = None) -> dict:
     running: list[tuple[int, subprocess.Popen, float, Path]] = []
     walls: dict[int, float] = {}
     failures: dict[int, str] = {}
+    warm_ups: dict[int, dict] = {}
     while pending or running:
         while pending and len(running) < args.parallel:
             seed = pending.pop(0)
             name = f"{base}-seed{seed}"
             log = output_dir / f"{name}.log"
-            cmd = child_command(args.config, seed, name, str(output_dir), args.minutes, threads, args.set)
-            print(f"seed {seed}: {' '.join(cmd[1:])}  (log: {log})", flush=True)
             env = dict(os.environ, COURSE_THREADS=str(threads))
+            minutes, extra = args.minutes, list(args.set)
+            if args.sft:
+                warm_ups[seed] = run_warm_up(seed, name, output_dir, threads, env)
+                minutes = args.minutes - warm_ups[seed]["train_minutes"]
+                extra.append(f"model={warm_ups[seed]['model']}")
+            cmd = child_command(args.config, seed, name, str(output_dir), minutes, threads, extra)
+            print(f"seed {seed}: {' '.join(cmd[1:])}  (log: {log})", flush=True)
             proc = subprocess.Popen(cmd, stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env, cwd=ROOT)
             running.append((seed, proc, time.perf_counter(), log))
         time.sleep(2)
@@ -243,10 +273,13 @@ def main(argv: list[str] | None = None) -> dict:
             continue
         record = read_run(output_dir / f"{base}-seed{seed}")
         record["wall_minutes"] = walls[seed]
+        if seed in warm_ups:
+            record["sft"] = warm_ups[seed]
         seeds.append(record)
     report = {
         "config": args.config,
         "overrides": args.set,
+        "sft_warm_up": args.sft,
         "minutes": args.minutes,
         "parallel": args.parallel,
         "threads_per_run": threads,
