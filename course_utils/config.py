@@ -72,6 +72,11 @@ class PPOConfig:
     """Where the rollout's old log-probs and values come from: "forward" (a separate no-grad
     forward, exactly the training computation) or "generation" (the sampler's own logits and
     hidden states: one forward fewer per update, equal to ~1e-5 in float32)."""
+    log_sampler_kl: bool = False
+    """Health check for old_logprobs_from="forward": also keep the sampler's own log-probs and log
+    ``sampler_kl``, the mean over real tokens of log π_sampler - log π_old (k1, nats). It is ~0 when
+    the sampler is π_old; merged half-precision weights made it 0.05 nats on a GPU. Costs the
+    logits of every generated token in memory."""
 
     # ----------------------------------------------------------------- PPO
     total_updates: int = 60

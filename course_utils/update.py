@@ -83,7 +83,8 @@ def prepare_batch(bundle, records: list, sampling, reward, kl_coef: float, confi
     t_start = time.perf_counter()
     # 1. rollout: responses, old log-probs and values, reference log-probs (no gradients)
     rollout = collect_rollout(bundle, [r.prompt for r in records], sampling, records=records,
-                              old_logprobs_from=config.old_logprobs_from)
+                              old_logprobs_from=config.old_logprobs_from,
+                              keep_generation_logprobs=config.log_sampler_kl)
     mask = rollout.response_mask
     t_rollout = time.perf_counter()
 
@@ -133,6 +134,23 @@ def minibatch_loss(policy, mb: RolloutBatch, config) -> tuple[torch.Tensor, dict
     parts = {"policy_loss": pg_loss, "value_loss": vf_loss, "entropy": entropy, "policy_clipfrac": pg_clipfrac,
              "value_clipfrac": vf_clipfrac, "logprobs": logprobs}
     return loss, parts
+
+
+def token_share_weight(mask: torch.Tensor) -> float:
+    """Under torchrun, the factor that turns this process's token-mean loss into its share of the
+    GLOBAL token mean once the gradients are averaged over processes:
+
+        weight = n_local · world_size / n_global      (n = real tokens of the minibatch)
+
+    so that mean over processes of (weight · local mean) = Σ over all tokens / n_global. 1.0 on one
+    process (and when every process holds the same number of tokens)."""
+    from course_utils.machinery.distributed import distributed_on, global_sum
+
+    if not distributed_on():
+        return 1.0
+    n_local = float(mask.sum())
+    n_global = global_sum([n_local])[0]
+    return n_local * torch.distributed.get_world_size() / max(n_global, 1.0)
 
 
 def optimizer_step(loss: torch.Tensor, params: list, optimizer, max_grad_norm: float) -> torch.Tensor | None:
@@ -196,7 +214,9 @@ def optimise(policy, optimizer, batch: RolloutBatch, config, epochs: int | None 
                 continue
             mb = batch.select(order[start:start + minibatch_size])
             loss, parts = minibatch_loss(policy, mb, config)
-            grad_norm = optimizer_step(loss, params, optimizer, config.max_grad_norm)
+            weight = token_share_weight(mb.rollout.response_mask)  # 1 on one process
+            grad_norm = optimizer_step(loss * weight if weight != 1.0 else loss, params, optimizer,
+                                       config.max_grad_norm)
             if grad_norm is None:
                 counts["nonfinite_steps"] += 1
                 continue

@@ -173,3 +173,10 @@ def test_the_best_held_out_adapter_is_kept_beside_the_last_good_checkpoint(tmp_p
     assert (trainer.run_dir / "best_policy" / "value_head.pt").is_file()
     report = (trainer.run_dir / "report.md").read_text()
     assert "best held-out adapter" in report and "last-known-good" in report
+
+
+def test_the_sampler_kl_health_metric_is_near_zero_when_the_sampler_is_pi_old(tmp_path):
+    trainer = trainer_for(smoke(tmp_path, log_sampler_kl=True))
+    metrics = trainer.ppo_update()
+    assert abs(metrics["sampler_kl"]) < 1e-4  # float32, unmerged forward vs merged sampler
+    assert "sampler_kl" not in trainer_for(smoke(tmp_path / "off")).ppo_update()

@@ -110,3 +110,20 @@ def test_local_whitening_of_a_part_is_not_the_global_answer():
     # And rank 0 of scenario 2 holds no tokens: alone it cannot whiten at all.
     with pytest.raises(ValueError, match="selects no tokens"):
         masked_whiten(make_scenarios()[1]["x_parts"][0], make_scenarios()[1]["mask_parts"][0])
+
+
+def test_two_processes_train_on_the_global_token_mean(tmp_path):
+    """Each process's loss is a mean over its own tokens; weighted by its share of the tokens,
+    the averaged gradient equals one process's gradient of the token mean over the whole batch."""
+    scenarios = make_scenarios()[:1]  # 3 rows (6 tokens) on rank 0, 4 rows (17 tokens) on rank 1
+    per_rank = run_two_processes(tmp_path, scenarios)
+    x, mask = scenarios[0]["x"], scenarios[0]["mask"]
+    w = torch.ones(x.shape[1], dtype=x.dtype, requires_grad=True)
+    from course_utils.ppo_math import masked_mean
+
+    masked_mean(x * w, mask).backward()
+    for rank in range(2):
+        torch.testing.assert_close(per_rank[rank][0]["loss_grad"], w.grad)
+    # Without the weight the two ranks' means count equally: a token of the short share weighs more.
+    assert not torch.allclose(per_rank[0][0]["loss_grad_unweighted"], w.grad)
+

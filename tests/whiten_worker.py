@@ -13,7 +13,19 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from course_utils.ppo_math import global_masked_mean_var, masked_whiten
+from course_utils.machinery.distributed import all_reduce_mean_
+from course_utils.ppo_math import global_masked_mean_var, masked_mean, masked_whiten
+from course_utils.update import token_share_weight
+
+
+def loss_gradient(x: torch.Tensor, mask: torch.Tensor, weighted: bool) -> torch.Tensor:
+    """d/dw of this process's token-mean loss masked_mean(x * w), averaged over processes."""
+    w = torch.ones(x.shape[1], dtype=x.dtype, requires_grad=True)
+    loss = masked_mean(x * w, mask) if mask.sum() > 0 else (x * w).sum() * 0.0
+    (loss * (token_share_weight(mask) if weighted else 1.0)).backward()
+    grads = [w.grad]
+    all_reduce_mean_(grads)
+    return grads[0]
 
 
 def main() -> None:
@@ -38,6 +50,8 @@ def main() -> None:
                 "whitened_float32": masked_whiten(x.float(), mask),
                 "mean": mean,
                 "var": var,
+                "loss_grad": loss_gradient(x, mask, weighted=True),
+                "loss_grad_unweighted": loss_gradient(x, mask, weighted=False),
             }
         )
     torch.save(results, out_path)

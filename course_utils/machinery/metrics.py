@@ -25,6 +25,7 @@ health
     nonfinite_kl        real tokens whose KL estimate was NaN or infinite (broken log-probs)
     optimizer_steps, stale_steps_skipped, policy_lag_max (steps the last step was behind π_old)
     learning_rate
+    sampler_kl          (with log_sampler_kl) mean log π_sampler - log π_old per real token: ~0
 speed (seconds and tokens per second; never compared between runs)
     time_rollout_s, time_advantage_s, time_train_s, time_update_s, rollout_tokens_per_s,
     train_tokens_per_s, and the rollout's own phases as time_<phase>
@@ -96,6 +97,9 @@ def update_metrics(batch, steps: dict, config, update: int, world_size: int, lea
         "rollout_tokens_per_s": n_tok / max(rollout_s, 1e-9),
         "train_tokens_per_s": n_tok * config.ppo_epochs / max(times["train_s"], 1e-9),
     }
+    if config.log_sampler_kl and rollout.generation_logprobs is not None:
+        gap = (rollout.generation_logprobs - rollout.old_logprobs) * mask  # 0 outside the mask
+        metrics["sampler_kl"] = global_sum([float(gap.sum())])[0] / max(n_tok, 1)
     for key, value in rollout.timings.items():
         metrics[f"time_{key}"] = value
     return metrics
