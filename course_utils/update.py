@@ -20,6 +20,7 @@ Every formula is one call into ``ppo_math``; this module only puts them in order
 
 from __future__ import annotations
 
+import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 
@@ -78,8 +79,6 @@ class RolloutBatch:
 def prepare_batch(bundle, records: list, sampling, reward, kl_coef: float, config) -> RolloutBatch:
     """Steps 1-4 on one batch of prompt records. Nothing is trained: the policy that samples the
     batch is the "old" policy π_old that every later ratio compares with."""
-    import time
-
     t_start = time.perf_counter()
     # 1. rollout: responses, old log-probs and values, reference log-probs (no gradients)
     rollout = collect_rollout(bundle, [r.prompt for r in records], sampling, records=records,
