@@ -213,9 +213,8 @@ def optimise(policy, optimizer, batch: RolloutBatch, config, epochs: int | None 
                 continue
             mb = batch.select(order[start:start + minibatch_size])
             loss, parts = minibatch_loss(policy, mb, config)
-            weight = token_share_weight(mb.rollout.response_mask)  # 1 on one process
-            grad_norm = optimizer_step(loss * weight if weight != 1.0 else loss, params, optimizer,
-                                       config.max_grad_norm)
+            loss = loss * token_share_weight(mb.rollout.response_mask)  # x 1.0 (exact) on one process
+            grad_norm = optimizer_step(loss, params, optimizer, config.max_grad_norm)
             if grad_norm is None:
                 counts["nonfinite_steps"] += 1
                 continue
