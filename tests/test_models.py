@@ -14,7 +14,8 @@ from torch import nn
 from course_utils.machinery import hub
 from course_utils.machinery.parameters import chat_template_sha256, count_parameters, memory_mb
 from course_utils.models import LoRASettings, load_bundle
-from course_utils.rewards import CheckerReward, LearnedReward, RewardFunction
+from course_utils.reward_model import RewardModel, load_reward_model
+from course_utils.rewards import CheckerReward, RewardFunction
 from course_utils.rollout import SamplingSettings, collect_rollout, sequence_forward, tokenize_prompts
 
 torch.set_num_threads(1)
@@ -213,7 +214,7 @@ def test_learned_reward_re_encodes_text_with_its_own_tokenizer(lora_bundle):
     texts = [template.format(prompt=p, response=r) for p, r in zip(rollout.prompts, rollout.response_texts)]
     rm_tokenizer = word_level_tokenizer(" ".join(texts).split())
     spy = SpyScorer()
-    reward = LearnedReward(spy, rm_tokenizer, template=template)
+    reward = RewardModel(spy, rm_tokenizer, pooling="classifier", template=template)
     assert isinstance(reward, RewardFunction)
     scores = reward.score(rollout.prompts, rollout.response_texts)
     assert scores.dtype == torch.float32 and scores.device.type == "cpu" and scores.shape == (2,)
@@ -224,18 +225,18 @@ def test_learned_reward_re_encodes_text_with_its_own_tokenizer(lora_bundle):
     assert scores.tolist() == [float(len(t.split())) for t in texts]
     # ... and not the policy's token ids (its vocabulary is far smaller).
     assert seen.max() < len(rm_tokenizer) < 1000 < int(rollout.response_ids.max())
-    assert not spy.weight.requires_grad and not spy.training  # frozen
+    assert reward.training  # score() evaluates in eval mode and gives the mode back
 
 
 def test_learned_reward_chat_template_and_truncation_keeps_the_end(tiny_tokenizer):
     spy = SpyScorer()
-    reward = LearnedReward(spy, tiny_tokenizer, template="chat", max_length=6)
+    reward = RewardModel(spy, tiny_tokenizer, pooling="classifier", template="chat", max_length=6)
     (text,) = reward.format_texts(["Hi"], ["Hello"])
     assert "<|im_start|>assistant\nHello<|im_end|>" in text
     reward.score(["Hi"], ["one two three four five six seven eight nine ten"])
     assert tiny_tokenizer.decode(spy.seen[0][0]).endswith("ten<|im_end|>\n")  # cut from the left
     with pytest.raises(ValueError, match="response"):
-        LearnedReward(SpyScorer(), tiny_tokenizer, template="{prompt} only")
+        RewardModel(SpyScorer(), tiny_tokenizer, pooling="classifier", template="{prompt} only")
 
 
 def test_learned_reward_from_folder(tmp_path):
@@ -250,12 +251,16 @@ def test_learned_reward_from_folder(tmp_path):
     model.save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
     (tmp_path / "reward_config.json").write_text('{"template": "Q: {prompt} A: {response}"}')
-    reward = LearnedReward.from_folder(tmp_path, device="cpu")
+    reward = load_reward_model(tmp_path, device="cpu")  # a hub-style classifier folder
+    assert reward.pooling == "classifier" and not any(p.requires_grad for p in reward.parameters())
     scores = reward.score(["hi", "hi"], ["hello there", "hello"])
     enc = tokenizer(["Q: hi A: hello there"], return_tensors="pt")
     with torch.no_grad():
         expected = model(**enc).logits[0, 0]
     assert scores.shape == (2,) and scores[0].item() == pytest.approx(expected.item(), abs=1e-5)
+    # Saved and loaded again, a classifier keeps its template and scores the same.
+    again = load_reward_model(reward.save(tmp_path / "saved"), device="cpu")
+    assert again.template == reward.template and torch.allclose(again.score(["hi"], ["hello"]), scores[1:])
 
 
 def test_checker_reward_scores_with_the_tasks():
@@ -299,7 +304,8 @@ def test_summary_rows_say_who_trains_and_who_shares(lora_bundle):
 def test_summary_counts_a_learned_reward(lora_bundle, tiny_tokenizer):
     from dataclasses import replace
 
-    bundle = replace(lora_bundle, reward=LearnedReward(SpyScorer(), tiny_tokenizer, template="{prompt} {response}"))
+    bundle = replace(lora_bundle, reward=RewardModel(SpyScorer(), tiny_tokenizer, pooling="classifier",
+                                                        template="{prompt} {response}").requires_grad_(False))
     reward_row = bundle.summary()[-1]
     assert reward_row["frozen"] == 1 and reward_row["trainable"] == 0
 

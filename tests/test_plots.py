@@ -207,7 +207,7 @@ def test_gae_view_closed_form_with_no_value_head():
 
 
 def test_gae_widget_starts_where_it_is_told_and_redraws(capsys):
-    ipywidgets = pytest.importorskip("ipywidgets")
+    pytest.importorskip("ipywidgets")
     box = widgets.gae_widget(gamma=0.99, lam=0.5, reward_position=60, value=1.0)
     sliders = {s.description: s for row in box.children[:2] for s in row.children}
     start = {name: sliders[name].value for name in ("gamma γ", "lambda λ", "reward at token", "value guess V")}
