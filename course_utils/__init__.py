@@ -23,7 +23,8 @@ Lesson aids (``lesson_aids/``): what notebooks call to show, check and quiz
     glossary, exercises
 
 The comparison harness (``comparison/``): TRL's PPOTrainer on our configuration, benchmarks
-    trl_compare, bench, bench_learning
+    trl_adapter (TRL built and run one way), child (one child-process launcher),
+    trl_compare (lesson 10), bench (speed, memory), bench_learning (learning per seed)
 
 Machinery (``machinery/``): what engineers read
     paths, hub (model files), parameters, distributed, metrics, stop_rules, run_checks,

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from course_utils import ppo_math as pm
-from course_utils.machinery.distributed import all_processes_agree, all_reduce_mean_
+from course_utils.machinery.distributed import all_processes_agree, all_reduce_mean_, token_share_weight
 from course_utils.rollout import Rollout, collect_rollout, sequence_forward
 
 STEP_STATS = ("policy_loss", "value_loss", "entropy", "policy_clipfrac", "value_clipfrac", "approx_kl",
@@ -133,23 +133,6 @@ def minibatch_loss(policy, mb: RolloutBatch, config) -> tuple[torch.Tensor, dict
     parts = {"policy_loss": pg_loss, "value_loss": vf_loss, "entropy": entropy, "policy_clipfrac": pg_clipfrac,
              "value_clipfrac": vf_clipfrac, "logprobs": logprobs}
     return loss, parts
-
-
-def token_share_weight(mask: torch.Tensor) -> float:
-    """Under torchrun, the factor that turns this process's token-mean loss into its share of the
-    GLOBAL token mean once the gradients are averaged over processes:
-
-        weight = n_local · world_size / n_global      (n = real tokens of the minibatch)
-
-    so that mean over processes of (weight · local mean) = Σ over all tokens / n_global. 1.0 on one
-    process (and when every process holds the same number of tokens)."""
-    from course_utils.machinery.distributed import distributed_on, global_sum
-
-    if not distributed_on():
-        return 1.0
-    n_local = float(mask.sum())
-    n_global = global_sum([n_local])[0]
-    return n_local * torch.distributed.get_world_size() / max(n_global, 1.0)
 
 
 def optimizer_step(loss: torch.Tensor, params: list, optimizer, max_grad_norm: float) -> torch.Tensor | None:

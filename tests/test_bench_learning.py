@@ -1,6 +1,7 @@
 """make bench-learning: seeds run as ordinary trainer runs, read back into one JSON."""
 
 import json
+from types import SimpleNamespace
 import math
 
 import pytest
@@ -78,8 +79,9 @@ def test_the_warm_up_runs_first_and_its_training_time_comes_out_of_the_budget(tm
         folder.mkdir()
         (folder / "metrics.json").write_text(json.dumps({
             "train_seconds": 48.0, "before": {"test": {"pass_rate": 0.05}}, "after": {"test": {"pass_rate": 0.46}}}))
+        return SimpleNamespace(returncode=0)
 
-    monkeypatch.setattr(bl.subprocess, "run", fake_run)
+    monkeypatch.setattr(bl.child.subprocess, "run", fake_run)
     warm = bl.run_warm_up(1, "cpu_sft-seed1", tmp_path, threads=2, env={})
     assert ran[0][2:4] == ["course_utils", "sft"] and "--seed" in ran[0] and ran[0][ran[0].index("--seed") + 1] == "1"
     assert warm["model"] == str(tmp_path / "cpu_sft-seed1-sft" / "model")

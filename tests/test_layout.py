@@ -128,3 +128,14 @@ def test_the_installed_package_carries_every_subpackage():
     found = set(find_packages(where=str(PACKAGE.parent), include=settings["include"]))
     folders = {module_name(p) for p in PACKAGE.rglob("__init__.py")}
     assert folders <= found, sorted(folders - found)
+
+
+def test_trl_is_patched_in_one_place_and_children_start_in_one_place():
+    patching = re.compile(r"setattr\(trl_ppo|trl_ppo\.\w+\s*=[^=]")
+    starting = re.compile(r"subprocess\.(run|Popen)\(")
+    for path in (PACKAGE / "comparison").glob("*.py"):
+        text = path.read_text()
+        if path.stem != "trl_adapter":
+            assert not patching.search(text), f"{path.name} patches TRL itself; use trl_adapter.patched_trl"
+        if path.stem not in ("child", "trl_compare"):  # trl_compare also starts gloo/torchrun process groups
+            assert not starting.search(text), f"{path.name} starts a child itself; use comparison.child"

@@ -20,13 +20,14 @@ import pytest
 import torch
 
 from course_utils import ppo_math as pm
+from course_utils.comparison import trl_adapter as ta
 from course_utils.comparison import trl_compare as tc
 from course_utils.rollout import response_mask_from_ids
 
 torch.set_num_threads(1)
 trl = pytest.importorskip("trl")
-if trl.__version__ != tc.TRL_VERSION:  # pragma: no cover - depends on the environment
-    pytest.skip(f"lesson 10 pins trl=={tc.TRL_VERSION}, found {trl.__version__}", allow_module_level=True)
+if trl.__version__ != ta.TRL_VERSION:  # pragma: no cover - depends on the environment
+    pytest.skip(f"lesson 10 pins trl=={ta.TRL_VERSION}, found {trl.__version__}", allow_module_level=True)
 
 EOS, PAD = 2, 0  # SmolLM2's <|im_end|>, and <|endoftext|>: the pad token TRL gets
 
@@ -129,7 +130,7 @@ def test_prompt_batches_are_the_ones_our_trainer_draws(tiny_model_dir, tmp_path)
 
 def test_text_reward_model_scores_decoded_answers_like_our_trainer(tiny_model_dir, tiny_tokenizer):
     from course_utils import tasks
-    from course_utils.comparison.bench import trl_prompt_ids, trl_tokenizer
+    from course_utils.comparison.trl_adapter import trl_prompt_ids, trl_tokenizer
     from course_utils.rewards import CheckerReward
 
     with pytest.raises(RuntimeError, match="occurs inside a prompt"):  # SmolLM2's own pad token is <|im_end|>
@@ -443,3 +444,14 @@ def test_our_loop_on_two_processes_counts_the_global_batch(tmp_path):
     assert "torch.distributed.run" in two["command"]
     with pytest.raises(ValueError, match=">= 1"):
         tc.run_ppo_processes(0, common)
+
+
+def test_the_one_monkeypatch_context_puts_trl_back_even_on_an_error():
+    from trl.experimental.ppo import ppo_trainer as trl_ppo
+
+    before = trl_ppo.get_reward
+    with pytest.raises(RuntimeError, match="boom"):
+        with ta.patched_trl(get_reward=lambda original: ("wrapped", original)):
+            assert trl_ppo.get_reward == ("wrapped", before)
+            raise RuntimeError("boom")
+    assert trl_ppo.get_reward is before

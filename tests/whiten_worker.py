@@ -15,7 +15,7 @@ import torch.distributed as dist
 
 from course_utils.machinery.distributed import all_reduce_mean_
 from course_utils.ppo_math import global_masked_mean_var, masked_mean, masked_whiten
-from course_utils.update import token_share_weight
+from course_utils.machinery.distributed import token_share_weight
 
 
 def loss_gradient(x: torch.Tensor, mask: torch.Tensor, weighted: bool) -> torch.Tensor:

@@ -62,7 +62,6 @@ import platform
 import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -71,7 +70,7 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from course_utils.machinery.paths import REPO_ROOT
+from course_utils.comparison import child
 from course_utils.machinery.versions import package_versions
 
 GB = 1e9
@@ -80,17 +79,6 @@ TARGETS = {
     "peak_rss_ours_over_trl_max": 0.5,
     "update_over_building_blocks_max": 1.2,
 }
-# Used only when the task prompts (course_utils.tasks) cannot be loaded.
-FALLBACK_PROMPTS = [
-    "Add 23 and 41. Reply with one line: RESULT: <sum>",
-    "Write seventy-three in digits. Reply with the number only.",
-    "Write the word PLANET in lowercase letters. Reply with the word only.",
-    "Is 14 an even number? Answer Yes or No only.",
-    "Sort these words alphabetically: pear, fig, lime. Reply with the words separated by spaces.",
-    "Join these words with commas and no spaces: red, blue, green",
-    "Write the word lemon inside square brackets. Reply with that only.",
-    "How many words are in this list: dog, cat, sun? Reply with one line: COUNT: <number>",
-]
 
 
 @dataclass
@@ -194,123 +182,17 @@ def median_phases(per_update: list[dict]) -> dict:
 
 def load_prompts(n: int) -> tuple[list[str], str]:
     """The first ``n`` user prompts of the course's training split (the pool our trainer draws
-    from), and where they came from. Falls back to a fixed list when the task data cannot be
-    loaded (TRL then still runs; our trainer needs the task data anyway)."""
-    try:
-        from course_utils import tasks
+    from, cycled when ``n`` is larger), and where they came from."""
+    from course_utils import tasks
 
-        try:
-            records = tasks.load_split("train")
-            source = "course_utils.tasks.load_split('train')"
-        except FileNotFoundError:
-            records = tasks.make_all_splits()["train"]
-            source = "course_utils.tasks.make_all_splits()['train']"
-        prompts = [r.prompt for r in records]
-    except Exception as error:  # tasks not importable: keep the benchmark usable
-        prompts, source = list(FALLBACK_PROMPTS), f"built-in fallback list ({type(error).__name__}: {error})"
-    prompts = [prompts[i % len(prompts)] for i in range(n)]
-    return prompts, source
+    prompts = [r.prompt for r in tasks.load_split("train")]
+    return [prompts[i % len(prompts)] for i in range(n)], "course_utils.tasks.load_split('train')"
 
 
 def set_threads(n: int) -> None:
     import torch
 
     torch.set_num_threads(n)
-
-
-# ---------------------------------------------------------------------------------------------
-# Building TRL's PPOTrainer: shared with course_utils.comparison.trl_compare (lesson 10)
-# ---------------------------------------------------------------------------------------------
-
-TRL_PAD_TOKEN = "<|endoftext|>"
-"""The pad token TRL gets for SmolLM2. Its own pad token is <|im_end|>, the EOS that also closes
-every chat turn inside a prompt; TRL builds attention masks as ``ids != pad_token_id``, so it
-would mask those prompt tokens out. <|endoftext|> (id 0) never occurs in a chat prompt."""
-
-
-def trl_tokenizer(folder):
-    """The policy's tokenizer as TRL needs it: left padding, and ``TRL_PAD_TOKEN`` as the pad
-    token when the vocabulary has it (SmolLM2 does)."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    tokenizer.padding_side = "left"
-    if TRL_PAD_TOKEN in tokenizer.get_vocab():
-        tokenizer.pad_token = TRL_PAD_TOKEN
-    return tokenizer
-
-
-def trl_prompt_ids(tokenizer, prompts: list[str]) -> list[list[int]]:
-    """Chat-rendered prompt token ids, one list per prompt: TRL's ``train_dataset`` column
-    ``input_ids`` (TRL wants the prompts already tokenized). The same ids as our rollouts use
-    (``rollout.render_prompts``, no extra special tokens). Raises if the pad token occurs inside
-    a prompt, because TRL would then mask it out."""
-    from course_utils.rollout import render_prompts
-
-    ids = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in render_prompts(tokenizer, prompts)]
-    if any(tokenizer.pad_token_id in row for row in ids):
-        raise RuntimeError(f"pad token {tokenizer.pad_token!r} occurs inside a prompt; TRL would mask it out. "
-                           "Give TRL a pad token that never occurs in a prompt.")
-    return ids
-
-
-def load_trl_models(folder, tokenizer, dtype=None, reward_model: bool = True) -> tuple:
-    """``(policy, value_model, reward_model)`` as TRL's PPOTrainer takes them, in float32 by default.
-
-    policy: ``AutoModelForCausalLM`` (TRL wraps it with the LoRA config itself).
-    value_model: ``AutoModelForSequenceClassification`` with ``num_labels=1`` on the same backbone:
-        a separate, fully trainable copy with a randomly initialised score head.
-    reward_model: the same kind of model (a random head: a stand-in for a trained reward model),
-        or None when ``reward_model=False`` (the caller brings its own).
-    """
-    import torch
-    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
-
-    dtype = dtype or torch.float32
-    policy = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
-    heads = [AutoModelForSequenceClassification.from_pretrained(folder, num_labels=1, dtype=dtype)
-             for _ in range(2 if reward_model else 1)]
-    for model in heads:
-        model.config.pad_token_id = tokenizer.pad_token_id
-    return policy, heads[0], heads[1] if reward_model else None
-
-
-def trl_lora_config(rank: int, alpha: int, target_modules):
-    """peft's LoraConfig for TRL's ``peft_config=`` (no dropout, no bias, causal LM)."""
-    from peft import LoraConfig
-
-    return LoraConfig(r=rank, lora_alpha=alpha, target_modules=list(target_modules), lora_dropout=0.0,
-                      bias="none", task_type="CAUSAL_LM")
-
-
-def trl_ppo_args(output_dir: str, *, seed: int, batch_size: int, num_minibatches: int, ppo_epochs: int,
-                 total_updates: int, response_length: int, temperature: float, learning_rate: float,
-                 kl_coef: float, stop_token: str | None = None, **extra):
-    """TRL 1.12.0's ``PPOConfig`` for our settings, on the CPU in float32, with no saving,
-    evaluation, sample printing or reporting. ``extra`` sets any other PPOConfig field.
-
-    Batch sizes: TRL derives ``batch_size = per_device_train_batch_size x
-    gradient_accumulation_steps x processes`` and splits it into ``num_mini_batches``
-    minibatches. Its optimizer steps once every ``gradient_accumulation_steps`` micro-batches,
-    and one epoch has exactly ``gradient_accumulation_steps`` micro-batches, so any accumulation
-    > 1 merges all the minibatches of an epoch into ONE step. Our trainer steps once per
-    minibatch, so we set ``per_device_train_batch_size = batch_size`` and
-    ``gradient_accumulation_steps = 1``: then each minibatch is one micro-batch and one step.
-    """
-    from trl.experimental.ppo import PPOConfig
-
-    if batch_size % num_minibatches:
-        raise ValueError(f"batch_size ({batch_size}) must be divisible by num_minibatches ({num_minibatches})")
-    settings = dict(
-        output_dir=output_dir, report_to=[], logging_steps=1, disable_tqdm=True, save_strategy="no",
-        eval_strategy="no", use_cpu=True, bf16=False, fp16=False, gradient_checkpointing=False, seed=seed,
-        per_device_train_batch_size=batch_size, gradient_accumulation_steps=1, num_mini_batches=num_minibatches,
-        num_ppo_epochs=ppo_epochs, total_episodes=total_updates * batch_size,
-        local_rollout_forward_batch_size=batch_size, response_length=response_length, temperature=temperature,
-        learning_rate=learning_rate, kl_coef=kl_coef, num_sample_generations=0, stop_token=stop_token,
-    )
-    settings.update(extra)
-    return PPOConfig(**settings)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -360,48 +242,48 @@ def run_trl(cfg: BenchConfig) -> dict:
     import torch
     from datasets import Dataset
     from transformers import TrainerCallback
-    import trl
-    from trl.experimental.ppo import PPOTrainer
-    from trl.experimental.ppo import ppo_trainer as trl_ppo
 
+    from course_utils.comparison import trl_adapter as ta
     from course_utils.machinery import hub
 
+    trl = ta.require_trl()
     rss_after_imports = current_rss_gb()
     torch.manual_seed(cfg.seed)
     folder = hub.resolve_model(cfg.model)
-    tokenizer = trl_tokenizer(folder)
+    tokenizer = ta.trl_tokenizer(folder)
     prompts, prompt_source = load_prompts(max(cfg.num_prompts, cfg.batch_size))
-    dataset = Dataset.from_dict({"input_ids": trl_prompt_ids(tokenizer, prompts)})
-    policy, value_model, reward_model = load_trl_models(folder, tokenizer)
+    dataset = Dataset.from_dict({"input_ids": ta.trl_prompt_ids(tokenizer, prompts)})
+    policy, value_model, reward_model = ta.load_trl_models(folder, tokenizer)
 
-    total_updates = cfg.warmup + cfg.updates
-    workdir = tempfile.mkdtemp(prefix="trl-bench-")
-    args = trl_ppo_args(
-        workdir, seed=cfg.seed, batch_size=cfg.batch_size, num_minibatches=cfg.num_minibatches,
-        ppo_epochs=cfg.ppo_epochs, total_updates=total_updates, response_length=cfg.response_length,
-        temperature=cfg.temperature, learning_rate=cfg.learning_rate, kl_coef=cfg.kl_coef,
-        stop_token=None,  # TRL's default: no early stop, every response has response_length tokens
-    )
-    lora = trl_lora_config(cfg.lora_rank, cfg.lora_alpha, cfg.lora_target_modules)
+    def make_args(workdir):
+        return ta.trl_ppo_args(
+            workdir, seed=cfg.seed, batch_size=cfg.batch_size, num_minibatches=cfg.num_minibatches,
+            ppo_epochs=cfg.ppo_epochs, total_updates=cfg.warmup + cfg.updates, response_length=cfg.response_length,
+            temperature=cfg.temperature, learning_rate=cfg.learning_rate, kl_coef=cfg.kl_coef,
+            stop_token=None,  # TRL's default: no early stop, every response has response_length tokens
+        )
 
     clock = _PhaseClock()
     responses_seen: list[dict] = []
 
-    def timed_generation(*a, **kw):
-        start = time.perf_counter()
-        query_responses, logits = original["batch_generation"](*a, **kw)
-        clock.add("generation", time.perf_counter() - start)
-        queries = kw.get("queries", a[1] if len(a) > 1 else None)
-        response = query_responses[:, queries.shape[1]:]
-        responses_seen.append({"tokens": int(response.numel()),
-                               "with_eos": int((response == tokenizer.eos_token_id).any(1).sum())})
-        return query_responses, logits
+    def timed_generation(original):
+        def generation(*a, **kw):
+            start = time.perf_counter()
+            query_responses, logits = original(*a, **kw)
+            clock.add("generation", time.perf_counter() - start)
+            queries = kw.get("queries", a[1] if len(a) > 1 else None)
+            response = query_responses[:, queries.shape[1]:]
+            responses_seen.append({"tokens": int(response.numel()),
+                                   "with_eos": int((response == tokenizer.eos_token_id).any(1).sum())})
+            return query_responses, logits
+        return generation
 
-    original = {name: getattr(trl_ppo, name) for name in ("batch_generation", "forward", "get_reward")}
-    trl_ppo.batch_generation = timed_generation
-    trl_ppo.forward = clock.wrap(lambda *a, **k: "train_forward" if torch.is_grad_enabled() else "ref_forward",
-                                 original["forward"])
-    trl_ppo.get_reward = clock.wrap("value_and_reward_forwards", original["get_reward"])
+    wrappers = {
+        "batch_generation": timed_generation,
+        "forward": lambda original: clock.wrap(
+            lambda *a, **k: "train_forward" if torch.is_grad_enabled() else "ref_forward", original),
+        "get_reward": lambda original: clock.wrap("value_and_reward_forwards", original),
+    }
 
     stamps: list[float] = []
     cpu_stamps: list[float] = []
@@ -423,19 +305,20 @@ def run_trl(cfg: BenchConfig) -> dict:
             if logs:
                 trl_logs.append({k: v for k, v in logs.items() if isinstance(v, (int, float))})
 
-    try:
-        trainer = PPOTrainer(args=args, processing_class=tokenizer, model=policy, ref_model=None,
-                             reward_model=reward_model, train_dataset=dataset, value_model=value_model,
-                             peft_config=lora, callbacks=[Timer()])
+    sampler = PeakRSSSampler()
+    setup: dict = {}
+
+    def before_train(trainer):
         trainer.accelerator.backward = clock.wrap("backward", trainer.accelerator.backward)
-        rss_after_setup = current_rss_gb()
-        trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
-        with PeakRSSSampler() as sampler:
-            trainer.train()
-    finally:
-        for name, fn in original.items():
-            setattr(trl_ppo, name, fn)
-        shutil.rmtree(workdir, ignore_errors=True)
+        setup["rss_gb"] = current_rss_gb()
+        setup["trainable"] = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
+        sampler.__enter__()  # peak memory of the updates only
+        return sampler.__exit__
+
+    ta.train_trl(make_args, tokenizer=tokenizer, policy=policy, value_model=value_model, reward_model=reward_model,
+                 dataset=dataset, lora=ta.trl_lora_config(cfg.lora_rank, cfg.lora_alpha, cfg.lora_target_modules),
+                 callbacks=[Timer()], wrappers=wrappers, before_train=before_train)
+    rss_after_setup, trainable = setup["rss_gb"], setup["trainable"]
 
     walls = [b - a for a, b in zip(stamps, stamps[1:])]
     cpu = [b - a for a, b in zip(cpu_stamps, cpu_stamps[1:])][cfg.warmup:]
@@ -674,29 +557,14 @@ def run_child(side: str, cfg: BenchConfig, workdir: Path, timeout: float | None 
     """Run one trainer in a fresh interpreter; return its result dict, or {"error": ...}."""
     result_path = workdir / f"{side}.json"
     log_path = workdir / f"{side}.log"
-    env = dict(os.environ)
-    env.update({
-        "OMP_NUM_THREADS": str(cfg.threads), "MKL_NUM_THREADS": str(cfg.threads),
-        "TOKENIZERS_PARALLELISM": "false", "TRL_EXPERIMENTAL_SILENCE": "1", "PYTHONUNBUFFERED": "1",
-        "HF_HUB_OFFLINE": env.get("HF_HUB_OFFLINE", "1"),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT),
-                                                     env.get("PYTHONPATH")])),
-    })
-    command = [sys.executable, "-m", "course_utils.comparison.bench", "--child", side,
-               "--child-config", json.dumps(asdict(cfg)), "--child-result", str(result_path)]
-    start = time.perf_counter()
-    with open(log_path, "w") as log:
-        try:
-            code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=timeout).returncode
-        except subprocess.TimeoutExpired:
-            code = "timeout"
-    elapsed = time.perf_counter() - start
+    command = child.python_command("course_utils.comparison.bench", "--child", side, "--child-config",
+                                   json.dumps(asdict(cfg)), "--child-result", result_path)
+    code, elapsed = child.run_child(command, log_path, threads=cfg.threads, timeout=timeout)
     if code == 0 and result_path.is_file():
         result = json.loads(result_path.read_text())
         result["child_wall_s"] = elapsed
         return result
-    tail = log_path.read_text().splitlines()[-25:]
-    return {"error": f"the {side} child exited with {code} after {elapsed:.0f} s", "log_tail": tail}
+    return {"error": f"the {side} child exited with {code} after {elapsed:.0f} s", "log_tail": child.log_tail(log_path)}
 
 
 def compare(ours: dict, trl: dict) -> dict:

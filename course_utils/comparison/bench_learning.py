@@ -29,16 +29,15 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from course_utils.comparison import child
+
 TARGET_GAIN_POINTS = 30.0
 """The course's target: held-out pass rate up by at least this many points (issue 6)."""
-
-from course_utils.machinery.paths import REPO_ROOT as ROOT
 
 
 def read_run(run_dir: Path) -> dict:
@@ -155,8 +154,8 @@ def plot_variant_gains(reports: dict[str, dict], target: float = TARGET_GAIN_POI
 
 def sft_command(seed: int, run_name: str, output_dir: str, threads: int) -> list[str]:
     """The SFT warm-up of one seed (its defaults: the measured 200-demo warm-up)."""
-    return [sys.executable, "-m", "course_utils", "sft", "--seed", str(seed), "--run-name", run_name,
-            "--output-dir", output_dir, "--threads", str(threads)]
+    return child.python_command("course_utils", "sft", "--seed", seed, "--run-name", run_name,
+                                "--output-dir", output_dir, "--threads", threads)
 
 
 def run_warm_up(seed: int, name: str, output_dir: Path, threads: int, env: dict) -> dict:
@@ -166,8 +165,9 @@ def run_warm_up(seed: int, name: str, output_dir: Path, threads: int, env: dict)
     log = output_dir / f"{run_name}.log"
     cmd = sft_command(seed, run_name, str(output_dir), threads)
     print(f"seed {seed}: {' '.join(cmd[1:])}  (log: {log})", flush=True)
-    with open(log, "w") as out:
-        subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT, check=True)
+    code, _ = child.run_child(cmd, log, env=env)
+    if code != 0:
+        raise RuntimeError(f"the SFT warm-up of seed {seed} exited with {code}; see {log}")
     metrics = json.loads((output_dir / run_name / "metrics.json").read_text())
     return {"model": str(output_dir / run_name / "model"), "train_minutes": metrics["train_seconds"] / 60,
             "pass_after": {name: m["pass_rate"] for name, m in metrics["after"].items()},
@@ -178,7 +178,7 @@ def child_command(config: str, seed: int, run_name: str, output_dir: str, minute
                   extra: list[str]) -> list[str]:
     sets = [f"seed={seed}", f"run_name={run_name}", f"output_dir={output_dir}", f"max_train_minutes={minutes}",
             f"threads={threads}", *extra]
-    return [sys.executable, "-m", "course_utils", "ppo", "--config", config, "--set", *sets]
+    return child.python_command("course_utils", "ppo", "--config", config, "--set", *sets)
 
 
 def _load() -> list[float] | None:
@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> dict:
             seed = pending.pop(0)
             name = f"{base}-seed{seed}"
             log = output_dir / f"{name}.log"
-            env = dict(os.environ, COURSE_THREADS=str(threads))
+            env = child.child_env(threads, COURSE_THREADS=str(threads))
             minutes, extra = args.minutes, list(args.set)
             if args.sft:
                 warm_ups[seed] = run_warm_up(seed, name, output_dir, threads, env)
@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> dict:
                 extra.append(f"model={warm_ups[seed]['model']}")
             cmd = child_command(args.config, seed, name, str(output_dir), minutes, threads, extra)
             print(f"seed {seed}: {' '.join(cmd[1:])}  (log: {log})", flush=True)
-            proc = subprocess.Popen(cmd, stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+            proc = child.start_child(cmd, log, env=env)
             running.append((seed, proc, time.perf_counter(), log))
         time.sleep(2)
         for item in list(running):

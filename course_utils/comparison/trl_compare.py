@@ -8,8 +8,9 @@
     print(tc.side_by_side_markdown(rows))
 
 TRL's PPOTrainer exists only up to TRL 1.12.0, in ``trl.experimental.ppo`` (later releases removed
-it); this module needs exactly that version. ``bench.py`` builds the same trainer to time it; the
-construction code (tokenizer, dataset, models, LoRA, PPOConfig) is shared from there.
+it); this module needs exactly that version. ``bench.py`` builds the same trainer to time it; both
+build and run it through ``trl_adapter`` (tokenizer, dataset, models, LoRA, PPOConfig, the one
+monkeypatch context) and start their children through ``child``.
 
 What both trainers get, so that their logs can be read side by side:
 
@@ -42,7 +43,6 @@ import argparse
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -54,12 +54,12 @@ import numpy as np
 import torch
 
 from course_utils import ppo_math as pm
+from course_utils.comparison import child
 from course_utils.config import PPOConfig
 
 from course_utils.machinery.distributed import free_port
 from course_utils.machinery.paths import REPO_ROOT as ROOT
 from course_utils.machinery.versions import package_versions
-TRL_VERSION = "1.12.0"
 ADAM_EPS = 1e-5  # the epsilon of our trainer's Adam (trainer.PPOTrainer); TRL gets the same
 
 
@@ -77,7 +77,7 @@ def lesson_config(**overrides) -> PPOConfig:
     ``overrides`` change any field (e.g. ``total_updates=1``); the result is validated.
     """
     values = dict(
-        # device: TRL's side is built with use_cpu=True (bench.trl_ppo_args); ours runs on the same device.
+        # device: TRL's side is built with use_cpu=True (trl_adapter.trl_ppo_args); ours runs on the same device.
         run_name="week10-ours", output_dir=str(ROOT / "runs"), seed=0, device="cpu", model="smollm2-135m-instruct",
         lora_rank=8, lora_alpha=16, lora_target_modules=["q_proj", "v_proj"], reward="checker_partial",
         batch_size=8, max_new_tokens=32, temperature=0.8, total_updates=3, ppo_epochs=2, num_minibatches=2,
@@ -95,7 +95,7 @@ def trl_args_for(config: PPOConfig, output_dir: str, total_updates: int | None =
     estimator other than k1/k3, or ``whiten_rewards`` (TRL whitens the per-token shaped rewards,
     we whiten the scores: a different operation).
     """
-    from course_utils.comparison import bench
+    from course_utils.comparison import trl_adapter as ta
 
     problems = []
     if config.ent_coef != 0:
@@ -111,7 +111,7 @@ def trl_args_for(config: PPOConfig, output_dir: str, total_updates: int | None =
                         "set whiten_rewards=False to compare")
     if problems:
         raise ValueError("TRL's PPOTrainer cannot run this configuration: " + "; ".join(problems) + ".")
-    return bench.trl_ppo_args(
+    return ta.trl_ppo_args(
         output_dir, seed=config.seed, batch_size=config.batch_size, num_minibatches=config.num_minibatches,
         ppo_epochs=config.ppo_epochs, total_updates=total_updates or config.total_updates,
         response_length=config.max_new_tokens, temperature=config.temperature,
@@ -409,67 +409,60 @@ def run_trl(config: PPOConfig, updates: int | None = None, capture: bool = True)
         info            versions, settings TRL used, timings, memory
     Needs about 7 GB of memory on SmolLM2-135M (``run_in_child`` keeps it out of a notebook).
     """
-    import trl
     from datasets import Dataset
     from torch.utils.data import DataLoader
     from transformers import DataCollatorWithPadding
     from transformers.utils import logging as hf_logging
     from trl.experimental.ppo import PPOTrainer
-    from trl.experimental.ppo import ppo_trainer as trl_ppo
 
-    from course_utils.comparison import bench
+    from course_utils.comparison import trl_adapter as ta
     from course_utils.machinery import hub
     from course_utils.device import seed_everything, set_threads
 
-    if trl.__version__ != TRL_VERSION:
-        raise RuntimeError(f"lesson 10 needs trl=={TRL_VERSION} (its PPOTrainer was removed later); found "
-                           f"{trl.__version__}. Install it with: pip install 'trl=={TRL_VERSION}'")
+    trl = ta.require_trl()
     updates = updates or config.total_updates
     hf_logging.disable_progress_bar()
     threads = set_threads(config.threads or None)
     seed_everything(config.seed)
     folder = hub.resolve_model(config.model)
-    tokenizer = bench.trl_tokenizer(folder)
+    tokenizer = ta.trl_tokenizer(folder)
     batches = prompt_batches(config, updates)
     records = [r for batch in batches for r in batch]
-    prompt_ids = bench.trl_prompt_ids(tokenizer, [r.prompt for r in records])
+    prompt_ids = ta.trl_prompt_ids(tokenizer, [r.prompt for r in records])
     dataset = Dataset.from_dict({"input_ids": prompt_ids})  # token ids only: TRL pads this column itself
-    policy, value_model, _ = bench.load_trl_models(folder, tokenizer, reward_model=False)
+    policy, value_model, _ = ta.load_trl_models(folder, tokenizer, reward_model=False)
     reward = TextRewardModel(reward_function(config), tokenizer, records, prompt_ids)
-    workdir = tempfile.mkdtemp(prefix="trl-compare-")
-    args = trl_args_for(config, workdir, updates)
-    lora = bench.trl_lora_config(config.lora_rank, config.lora_alpha, config.lora_target_modules) \
+    lora = ta.trl_lora_config(config.lora_rank, config.lora_alpha, config.lora_target_modules) \
         if config.lora_rank else None
-
     recorder = _Recorder(PPOTrainer.train.__code__, capture)
-    original = {name: getattr(trl_ppo, name) for name in ("get_reward", "masked_whiten")}
 
-    def routed_get_reward(model, query_responses, pad_token_id, context_length):
-        if isinstance(model, TextRewardModel):
-            return model.trl_get_reward(query_responses, pad_token_id, context_length)
-        return original["get_reward"](model, query_responses, pad_token_id, context_length)
+    def route_reward(original):  # TRL calls get_reward(model, ...) for the value and the reward model
+        def get_reward(model, query_responses, pad_token_id, context_length):
+            if isinstance(model, TextRewardModel):
+                return model.trl_get_reward(query_responses, pad_token_id, context_length)
+            return original(model, query_responses, pad_token_id, context_length)
+        return get_reward
 
-    trl_ppo.get_reward = routed_get_reward
-    trl_ppo.masked_whiten = recorder.whiten(original["masked_whiten"])
+    setup: dict = {}
     start = time.perf_counter()
-    try:
-        trainer = PPOTrainer(args=args, processing_class=tokenizer, model=policy, ref_model=None,
-                             reward_model=reward, train_dataset=dataset, value_model=value_model,
-                             peft_config=lora, callbacks=[recorder])
+
+    def before_train(trainer):
         # Our prompt order, unshuffled (TRL's own loader shuffles with its seed).
         trainer.dataloader = DataLoader(dataset, batch_size=config.batch_size, shuffle=False,
                                         collate_fn=DataCollatorWithPadding(tokenizer), drop_last=True)
         trainer.accelerator.backward = recorder.backward(trainer.accelerator.backward)
         hook = trainer.optimizer.optimizer.register_step_pre_hook(recorder.before_optimizer_step)
-        trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
-        setup_s = time.perf_counter() - start
-        trainer.train()
-    finally:
-        for name, fn in original.items():
-            setattr(trl_ppo, name, fn)
-        if "hook" in locals():
-            hook.remove()
-        shutil.rmtree(workdir, ignore_errors=True)
+        setup["trainable"] = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
+        setup["seconds"] = time.perf_counter() - start
+        return hook.remove
+
+    built = ta.train_trl(lambda workdir: trl_args_for(config, workdir, updates), tokenizer=tokenizer, policy=policy,
+                         value_model=value_model, reward_model=reward, dataset=dataset, lora=lora,
+                         callbacks=[recorder], before_train=before_train,
+                         wrappers={"get_reward": route_reward, "masked_whiten": recorder.whiten})
+    trainer, args = built["trainer"], built["args"]
+    trainable, setup_s = setup["trainable"], setup["seconds"]
+    from trl.experimental.ppo import ppo_trainer as trl_ppo
 
     if len(recorder.logs) != updates:
         raise RuntimeError(f"TRL logged {len(recorder.logs)} updates, expected {updates}")
@@ -542,16 +535,6 @@ def _peak_rss_gb() -> float:
 RESULT_JSON, TENSORS_PT, LOG = "result.json", "tensors.pt", "log.txt"
 
 
-def _child_env(threads: int | None = None) -> dict:
-    env = dict(os.environ)
-    env.update({"TOKENIZERS_PARALLELISM": "false", "TRL_EXPERIMENTAL_SILENCE": "1", "PYTHONUNBUFFERED": "1",
-                "HF_HUB_OFFLINE": env.get("HF_HUB_OFFLINE", "1"),
-                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))})
-    if threads:
-        env.update({"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)})
-    return env
-
-
 def save_result(result: dict, out_dir: str | os.PathLike) -> Path:
     """Write a ``run_trl``/``run_ours`` result: numbers to ``result.json``, tensors to ``tensors.pt``."""
     out = Path(out_dir)
@@ -592,20 +575,14 @@ def run_in_child(side: str, config: PPOConfig, updates: int | None = None, out_d
     out = Path(out_dir or (ROOT / "runs" / f"week10-{side}"))
     out.mkdir(parents=True, exist_ok=True)
     (out / RESULT_JSON).unlink(missing_ok=True)
-    command = [sys.executable, "-m", "course_utils.comparison.trl_compare", "run", side, "--config-json",
-               json.dumps(config.to_dict()), "--updates", str(updates or config.total_updates), "--out", str(out)]
+    command = child.python_command("course_utils.comparison.trl_compare", "run", side, "--config-json",
+                                   json.dumps(config.to_dict()), "--updates", updates or config.total_updates,
+                                   "--out", out)
     if not capture:
         command.append("--no-capture")
-    start = time.perf_counter()
-    with open(out / LOG, "w") as log:
-        try:
-            code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=_child_env(config.threads),
-                                  cwd=ROOT, timeout=timeout).returncode
-        except subprocess.TimeoutExpired:
-            code = "timeout"
-    wall = time.perf_counter() - start
+    code, wall = child.run_child(command, out / LOG, threads=config.threads, timeout=timeout)
     if code != 0 or not (out / RESULT_JSON).is_file():
-        tail = "\n".join((out / LOG).read_text().splitlines()[-25:])
+        tail = "\n".join(child.log_tail(out / LOG))
         raise RuntimeError(f"the {side} child exited with {code} after {wall:.0f} s; end of {out / LOG}:\n{tail}")
     result = load_result(out)
     result["info"]["child_wall_s"] = wall
@@ -850,7 +827,7 @@ def whiten_on_processes(x: torch.Tensor, mask: torch.Tensor, world_size: int = 2
         tmp = Path(tmp)
         torch.save({"x": x, "mask": mask, "parts": parts}, tmp / "data.pt")
         port = free_port()
-        env = _gloo_env(_child_env(1))
+        env = _gloo_env(child.child_env(1))
         procs = [subprocess.Popen([sys.executable, "-m", "course_utils.comparison.trl_compare", "whiten-worker", str(rank),
                                    str(world_size), str(port), str(tmp / "data.pt"), str(tmp / f"out{rank}.pt")],
                                   cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -905,7 +882,7 @@ def run_ppo_processes(processes: int, overrides: dict, config_path: str | os.Pat
                    f"--master_port={free_port()}", *module]
     else:
         command = [sys.executable, *module]
-    env = _gloo_env(_child_env(overrides.get("threads") or 1))
+    env = _gloo_env(child.child_env(overrides.get("threads") or 1))
     start = time.perf_counter()
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     wall = time.perf_counter() - start

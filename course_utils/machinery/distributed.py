@@ -86,6 +86,21 @@ def global_mean(value: float) -> float:
     return global_sum([value])[0] / torch.distributed.get_world_size()
 
 
+def token_share_weight(mask: torch.Tensor) -> float:
+    """Under torchrun, the factor that turns this process's token-mean loss into its share of the
+    GLOBAL token mean once the gradients are averaged over processes:
+
+        weight = n_local · world_size / n_global      (n = real tokens of the minibatch)
+
+    so that mean over processes of (weight · local mean) = Σ over all tokens / n_global. 1.0 on one
+    process (and when every process holds the same number of tokens)."""
+    if not distributed_on():
+        return 1.0
+    n_local = float(mask.sum())
+    n_global = global_sum([n_local])[0]
+    return n_local * torch.distributed.get_world_size() / max(n_global, 1.0)
+
+
 def free_port() -> int:
     """A free TCP port on the loopback interface, for a local process group or server."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
