@@ -34,6 +34,7 @@ from typing import Sequence
 import torch
 
 from course_utils.machinery import hub
+from course_utils.machinery.packed_linear import packed_linears
 from course_utils.ppo_math import last_token_index, logprobs_from_logits
 
 __all__ = [
@@ -500,6 +501,7 @@ def generate(
     merge_lora: bool = True,
     keep_generation_logprobs: bool = False,
     keep_generation_values: bool = False,
+    packed: bool = True,
 ) -> Rollout:
     """Sample one response per prompt; return a Rollout without log-probs or values yet.
 
@@ -513,6 +515,8 @@ def generate(
         (``rollout.generation_logprobs``), to check them against ``sequence_forward``.
     keep_generation_values: also store V(s_t) from the sampler's own last hidden states
         (``rollout.generation_values``): the state that predicted token t, as in sequence_forward.
+    packed: on a CPU in float32, compute the linear layers through oneDNN-packed copies of their
+        weights (``machinery.packed_linear``): the same distribution, about 1.5x faster here.
     """
     policy, tokenizer = _unpack(model, tokenizer)
     settings = settings or SamplingSettings()
@@ -537,7 +541,8 @@ def generate(
     rng = torch.random.fork_rng(devices=[device] if device.type == "cuda" else []) if seed is not None else nullcontext()
     merged = policy.merged_adapter() if merge_lora and policy.dtype == torch.float32 else nullcontext()
     try:
-        with rng, _eval_mode(policy), merged, _explicit_generation_config(base, config):
+        with rng, _eval_mode(policy), merged, packed_linears(policy, packed), \
+                _explicit_generation_config(base, config):
             if seed is not None:
                 torch.manual_seed(seed)
             out = policy.lm.generate(input_ids=query_ids, attention_mask=query_mask, generation_config=config)
@@ -610,6 +615,7 @@ def collect_rollout(
     forward_batch_size: int | None = None,
     keep_generation_logprobs: bool = False,
     old_logprobs_from: str = "forward",
+    packed: bool = True,
 ) -> Rollout:
     """Generate responses and compute everything PPO needs, timing each phase.
 
@@ -619,6 +625,8 @@ def collect_rollout(
       reference_forward_s   one no-grad forward with the adapter off (or the frozen copy)
       decode_s              token ids -> response texts for the reward
     ``forward_batch_size`` splits the two forwards into chunks to cap memory (None: whole batch).
+    ``packed``: sampling and the two frozen forwards run through oneDNN-packed weights on a CPU
+    (``machinery.packed_linear``; float32 in another summation order, ~1e-5 in the log-probs).
 
     old_logprobs_from="forward" (default): old log-probs and values come from a separate no-grad
     forward with the unmerged weights, the same computation as the training forward, so the
@@ -649,12 +657,13 @@ def collect_rollout(
     _sync(device)
     start = time.perf_counter()
     rollout = generate(bundle, tokenizer, prompts, settings, seed, system=system, merge_lora=merge_lora,
-                       keep_generation_logprobs=keep_generation_logprobs or reuse, keep_generation_values=reuse)
+                       keep_generation_logprobs=keep_generation_logprobs or reuse, keep_generation_values=reuse,
+                       packed=packed)
     _sync(device)
     timings["generate_s"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    with _eval_mode(policy):
+    with _eval_mode(policy), torch.no_grad(), packed_linears(policy, packed):
         if reuse:
             rollout.old_logprobs, rollout.values = rollout.generation_logprobs, rollout.generation_values
         else:
@@ -663,7 +672,7 @@ def collect_rollout(
         timings["policy_forward_s"] = time.perf_counter() - start
 
         start = time.perf_counter()
-        with bundle.reference_model() as reference:
+        with bundle.reference_model() as reference, packed_linears(reference, packed):  # a copy: packed too
             rollout.ref_logprobs, _ = _batched_forward(reference, rollout, settings.temperature, forward_batch_size)
     _sync(device)
     timings["reference_forward_s"] = time.perf_counter() - start

@@ -55,6 +55,10 @@ def test_smoke_ratios_follow_from_the_numbers(smoke_report):
     parts = blocks["generation_s"] + blocks["frozen_forwards_s"] + blocks["train_forward_backward_s"]
     assert blocks["sum_s"] == pytest.approx(parts)
     assert ratios["update_over_building_blocks"] == pytest.approx(ours["s_per_update"] / parts)
+    bound = ours["lower_bound_s"]
+    assert 0 < bound["generation_s"] < bound["update_s"]
+    assert ratios["update_over_lower_bound"] == pytest.approx(ours["s_per_update"] / bound["update_s"])
+    assert ratios["generation_over_lower_bound"] == pytest.approx(blocks["generation_s"] / bound["generation_s"])
 
 
 def test_smoke_both_trainers_generate_full_length_responses(smoke_report):
@@ -71,22 +75,24 @@ def test_smoke_both_trainers_generate_full_length_responses(smoke_report):
 
 def test_compare_on_hand_made_numbers():
     ours = {"s_per_update": 2.0, "episodes_per_s": 4.0, "peak_rss_gb": 1.5, "peak_rss_updates_gb": 1.2,
-            "building_blocks": {"sum_s": 1.6}}
+            "building_blocks": {"sum_s": 1.6}, "over_lower_bound": {"update": 1.25, "generation": 2.5}}
     trl = {"s_per_update": 8.0, "episodes_per_s": 1.0, "peak_rss_gb": 6.0, "peak_rss_updates_gb": 4.0}
     ratios = bench.compare(ours, trl)
     assert ratios["episodes_per_s_ours_over_trl"] == 4.0
     assert ratios["peak_rss_ours_over_trl"] == 0.25
     assert ratios["peak_rss_updates_ours_over_trl"] == 0.3
     assert ratios["update_over_building_blocks"] == 1.25
-    assert ratios["meets_targets"] == {"episodes_per_s": True, "peak_rss": True, "update_over_building_blocks": False}
+    assert ratios["meets_targets"] == {"episodes_per_s": True, "peak_rss": True, "update_over_building_blocks": False,
+                                       "update_over_lower_bound": True, "generation_over_lower_bound": False}
 
 
 def test_compare_at_the_target_boundaries_and_with_a_side_missing():
-    ours = {"s_per_update": 1.2, "episodes_per_s": 2.0, "peak_rss_gb": 3.0, "peak_rss_updates_gb": 3.0,
+    ours = {"s_per_update": 1.2, "episodes_per_s": 3.0, "peak_rss_gb": 3.0, "peak_rss_updates_gb": 3.0,
             "building_blocks": {"sum_s": 1.0}}
     trl = {"s_per_update": 4.0, "episodes_per_s": 1.0, "peak_rss_gb": 6.0, "peak_rss_updates_gb": 6.0}
     met = bench.compare(ours, trl)["meets_targets"]
-    assert met == {"episodes_per_s": True, "peak_rss": True, "update_over_building_blocks": True}
+    assert met == {"episodes_per_s": True, "peak_rss": True, "update_over_building_blocks": True,
+                   "update_over_lower_bound": None, "generation_over_lower_bound": None}
     trl_slower = dict(trl, episodes_per_s=1.01)
     assert bench.compare(ours, trl_slower)["meets_targets"]["episodes_per_s"] is False
     missing = bench.compare(ours, {"error": "the trl child exited with 1"})
@@ -103,7 +109,7 @@ def test_summary_names_a_failed_side():
     report["ratios"] = bench.compare(report["ours"], report["trl"])
     text = bench.summary_text(report)
     assert "ours FAILED" in text and "ModelNotFoundError: nope" in text
-    assert "target >= 2.0: n/a" in text
+    assert "target >= 3.0: n/a" in text
 
 
 def test_median_phases_counts_a_missing_phase_as_zero():
@@ -154,3 +160,24 @@ def test_busy_machine_warning_only_above_the_core_count():
     assert bench.busy_machine_note(report(2.4)) is None  # the benchmark's own 2 threads on 2 cores
     note = bench.busy_machine_note(report(7.9))
     assert note is not None and "7.9 on 2 cores" in note
+
+
+def test_the_lower_bound_by_hand():
+    # 1 GB/s and 1 GFLOP/s make the arithmetic visible: P = 1e6 parameters, 4 MB of weights.
+    limits = {"read_gb_per_s": 1.0, "matmul_gflop_per_s": 1.0}
+    lb = bench.lower_bound(limits, matmul_params=10**6, weight_bytes=4 * 10**6, batch=2, prompt_tokens=10,
+                           response_tokens=5, epochs=2, old_logprobs_from="generation")
+    # prefill 2*1e6*2*10 FLOPs = 0.04 s; each of 5 steps reads 4 MB (0.004 s) > 2*1e6*2 FLOPs (0.004 s)
+    assert lb["generation_s"] == pytest.approx(0.04 + 5 * 0.004)
+    full = 2 * 10**6 * 2 * 15 / 1e9
+    assert lb["frozen_forwards_s"] == pytest.approx(full)  # the reference only
+    assert lb["train_forward_backward_s"] == pytest.approx(2 * 2 * full)
+    assert lb["update_s"] == pytest.approx(lb["generation_s"] + 5 * full)
+    textbook = bench.lower_bound(limits, matmul_params=10**6, weight_bytes=4 * 10**6, batch=2, prompt_tokens=10,
+                                 response_tokens=5, epochs=2, old_logprobs_from="forward")
+    assert textbook["frozen_forwards_s"] == pytest.approx(2 * full)  # plus the old-policy forward
+
+
+def test_machine_limits_are_positive_and_name_the_shape():
+    limits = bench.machine_limits(hidden=32, intermediate=64, rows=16, repeats=1)
+    assert limits["read_gb_per_s"] > 0 and limits["matmul_gflop_per_s"] > 0 and limits["matmul_shape"] == [16, 32, 64]

@@ -75,9 +75,11 @@ from course_utils.machinery.versions import package_versions
 
 GB = 1e9
 TARGETS = {
-    "episodes_per_s_ours_over_trl_min": 2.0,
+    "episodes_per_s_ours_over_trl_min": 3.0,
     "peak_rss_ours_over_trl_max": 0.5,
     "update_over_building_blocks_max": 1.2,
+    "update_over_lower_bound_max": 1.3,
+    "generation_over_lower_bound_max": 2.0,
 }
 
 
@@ -116,6 +118,9 @@ class BenchConfig:
     full_length: bool = True
     """Ban EOS in our rollouts until response_length, so both trainers generate the same number
     of tokens (TRL never stops early). False: ours stops at EOS, TRL still does not."""
+    packed_cpu_linears: bool = True
+    """Ours only: the ``PPOConfig`` field of the same name (oneDNN-packed weights for sampling and
+    the frozen forwards); ``--no-packed`` measures PyTorch's default kernels instead."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -378,15 +383,82 @@ def _seconds(fn) -> float:
     return time.perf_counter() - start
 
 
-def building_blocks(trainer) -> tuple[dict, int]:
+def machine_limits(hidden: int, intermediate: int, rows: int, repeats: int = 5) -> dict:
+    """Two numbers this machine reaches, measured here with the child's threads (median of
+    ``repeats``): memory read bandwidth (the sum of a 512 MB float32 tensor, GB/s) and float32
+    matmul throughput at the model's own shape (``[rows, hidden] x [hidden, intermediate]``, the
+    MLP's up-projection over a rollout batch, GFLOP/s), the faster of PyTorch's default kernel and
+    the oneDNN-packed one (``machinery.packed_linear``), so that the bound holds for both."""
+    import torch
+
+    from course_utils.machinery.packed_linear import packed_linears
+
+    big = torch.ones(128 * 1024 * 1024)  # 512 MB: far larger than any cache
+    x, layer = torch.randn(rows, hidden), torch.nn.Linear(hidden, intermediate, bias=False)
+    holder = torch.nn.Sequential(layer)
+    flop = 2 * rows * hidden * intermediate
+
+    def gflops(module) -> float:
+        with torch.no_grad():
+            module(x)  # warm-up
+            return flop / median([_seconds(lambda: module(x)) for _ in range(repeats)]) / 1e9
+
+    big.sum()
+    read = median([_seconds(lambda: big.sum()) for _ in range(repeats)])
+    default = gflops(holder)
+    with torch.no_grad(), packed_linears(holder) as swapped:
+        packed = gflops(holder) if swapped else 0.0
+    return {"read_gb_per_s": big.numel() * 4 / read / GB, "matmul_gflop_per_s": max(default, packed),
+            "matmul_gflop_per_s_default": default, "matmul_gflop_per_s_packed": packed,
+            "matmul_shape": [rows, hidden, intermediate]}
+
+
+def lower_bound(limits: dict, *, matmul_params: int, weight_bytes: int, batch: int, prompt_tokens: int,
+                response_tokens: int, epochs: int, old_logprobs_from: str) -> dict:
+    """The least time each phase of an update can take on this machine (issue 17), in seconds.
+
+    generation: the prompt's prefill (2 · P · B · L_prompt FLOPs) plus, per new token, the larger
+        of reading every weight once (``weight_bytes`` / bandwidth) and 2 · P · B FLOPs;
+    frozen forwards: 2 · P · B · (L_prompt + L_response) FLOPs each (the reference; also the
+        old-policy forward when old_logprobs_from="forward");
+    training: per epoch one forward and a backward of about one more forward (LoRA: no weight
+        gradients of the frozen matrices).
+    P = parameters inside matmuls (every linear layer, the LM head included). Attention scores,
+    norms and the optimizer are left out: this is a floor, not a prediction.
+    """
+    flops = limits["matmul_gflop_per_s"] * 1e9
+    read = limits["read_gb_per_s"] * GB
+    full = 2 * matmul_params * batch * (prompt_tokens + response_tokens) / flops
+    step = max(weight_bytes / read, 2 * matmul_params * batch / flops)
+    bound = {
+        "generation_s": 2 * matmul_params * batch * prompt_tokens / flops + response_tokens * step,
+        "frozen_forwards_s": full * (1 if old_logprobs_from == "generation" else 2),
+        "train_forward_backward_s": epochs * 2 * full,
+    }
+    bound["update_s"] = sum(bound.values())
+    return bound
+
+
+def _model_size(policy) -> tuple[int, int]:
+    """(parameters inside linear layers, their bytes): what every decode step must read."""
+    import torch
+
+    linears = [m for m in policy.base_model.modules() if isinstance(m, torch.nn.Linear)]
+    params = sum(m.weight.numel() for m in linears)
+    return params, sum(m.weight.numel() * m.weight.element_size() for m in linears)
+
+
+def building_blocks(trainer) -> tuple[dict, int, int]:
     """The building blocks of one update, as functions to time alone, on one batch of training
     prompts: generation; the frozen forwards (policy without gradients for the old log-probs and
     values, then the reference = adapter disabled); one training forward + backward of the PPO
-    loss (clipped policy loss + value loss - entropy). Returns them and the batch's response tokens.
+    loss (clipped policy loss + value loss - entropy). Returns them, the batch's response tokens
+    and its prompt length (left-padded columns).
     """
     import torch
 
     from course_utils import update as ppo
+    from course_utils.machinery.packed_linear import packed_linears
     from course_utils.rollout import generate, sequence_forward
 
     bundle, policy, config = trainer.bundle, trainer.policy, trainer.config
@@ -399,14 +471,14 @@ def building_blocks(trainer) -> tuple[dict, int]:
 
     def generation():  # with the sampler's log-probs and values kept, when the update uses them
         generate(bundle, None, prompts, sampling, keep_generation_logprobs=from_generation,
-                 keep_generation_values=from_generation)
+                 keep_generation_values=from_generation, packed=config.packed_cpu_linears)
 
     def frozen_forwards():  # as collect_rollout does them
         policy.eval()
-        with torch.no_grad():
+        with torch.no_grad(), packed_linears(policy, config.packed_cpu_linears):
             if not from_generation:  # otherwise the old log-probs and values came with the sample
                 sequence_forward(policy, q_ids, q_mask, r_ids, mask, config.temperature)
-            with bundle.reference_model() as reference:
+            with bundle.reference_model() as reference, packed_linears(reference, config.packed_cpu_linears):
                 sequence_forward(reference, q_ids, q_mask, r_ids, mask, config.temperature)
 
     def train_forward_backward():  # the update's own minibatch loss, forward and backward
@@ -417,7 +489,7 @@ def building_blocks(trainer) -> tuple[dict, int]:
 
     blocks = {"generation_s": generation, "frozen_forwards_s": frozen_forwards,
               "train_forward_backward_s": train_forward_backward}
-    return blocks, int(mask.sum())
+    return blocks, int(mask.sum()), int(q_ids.shape[1])
 
 
 def run_ours(cfg: BenchConfig) -> dict:
@@ -444,7 +516,7 @@ def run_ours(cfg: BenchConfig) -> dict:
         batch_size=cfg.batch_size, max_new_tokens=cfg.response_length, temperature=cfg.temperature,
         total_updates=cfg.warmup + cfg.updates, ppo_epochs=cfg.ppo_epochs,
         num_minibatches=cfg.num_minibatches, learning_rate=cfg.learning_rate, kl_coef=cfg.kl_coef,
-        old_logprobs_from=cfg.old_logprobs_from,
+        old_logprobs_from=cfg.old_logprobs_from, packed_cpu_linears=cfg.packed_cpu_linears,
     )
     trainer = PPOTrainer(config, quiet=True)
     set_threads(cfg.threads)
@@ -460,7 +532,7 @@ def run_ours(cfg: BenchConfig) -> dict:
     rss_after_setup = current_rss_gb()
     trainable = sum(p.numel() for p in trainer.params)
 
-    block_fns, block_tokens = building_blocks(trainer)
+    block_fns, block_tokens, prompt_tokens = building_blocks(trainer)
     block_times: dict[str, list[float]] = {name: [] for name in block_fns}
     walls, cpu, metrics = [], [], []
     with PeakRSSSampler() as sampler:
@@ -474,6 +546,17 @@ def run_ours(cfg: BenchConfig) -> dict:
                     block_times[name].append(_seconds(fn))
     blocks = {name: median(times) for name, times in block_times.items()}
     blocks["sum_s"] = sum(blocks.values())
+    params, weight_bytes = _model_size(trainer.policy)
+    base_config = trainer.policy.base_model.config
+    limits = machine_limits(base_config.hidden_size, base_config.intermediate_size,
+                            cfg.batch_size * (prompt_tokens + cfg.response_length))
+    bound = lower_bound(limits, matmul_params=params, weight_bytes=weight_bytes, batch=cfg.batch_size,
+                        prompt_tokens=prompt_tokens, response_tokens=cfg.response_length, epochs=cfg.ppo_epochs,
+                        old_logprobs_from=cfg.old_logprobs_from)
+    over_bound = {"generation": blocks["generation_s"] / bound["generation_s"],
+                  "frozen_forwards": blocks["frozen_forwards_s"] / bound["frozen_forwards_s"],
+                  "train_forward_backward": blocks["train_forward_backward_s"] / bound["train_forward_backward_s"],
+                  "update": median(walls[cfg.warmup:]) / bound["update_s"]}
     shutil.rmtree(workdir, ignore_errors=True)
     timed, timed_metrics = walls[cfg.warmup:], metrics[cfg.warmup:]
     # time_rollout_s contains the generate/forward/decode phases; report the finer ones.
@@ -497,6 +580,11 @@ def run_ours(cfg: BenchConfig) -> dict:
         "trainer_time_update_s": [m["time_update_s"] for m in timed_metrics],
         "phases": median_phases(phases),
         "building_blocks": blocks,
+        "machine_limits": limits,
+        "lower_bound_s": bound,
+        "lower_bound_inputs": {"matmul_parameters": params, "weight_bytes": weight_bytes,
+                               "prompt_tokens": prompt_tokens, "response_tokens": cfg.response_length},
+        "over_lower_bound": over_bound,
         "building_blocks_notes": {
             "generation_s": f"rollout.generate (LoRA merged): {cfg.batch_size} prompts, "
                             f"{block_tokens} response tokens",
@@ -577,6 +665,9 @@ def compare(ours: dict, trl: dict) -> dict:
         ratios["peak_rss_updates_ours_over_trl"] = ours["peak_rss_updates_gb"] / trl["peak_rss_updates_gb"]
     if "building_blocks" in ours:
         ratios["update_over_building_blocks"] = ours["s_per_update"] / ours["building_blocks"]["sum_s"]
+    over = ours.get("over_lower_bound", {})
+    ratios["update_over_lower_bound"] = over.get("update")
+    ratios["generation_over_lower_bound"] = over.get("generation")
 
     def check(value, bound, at_least):
         return None if value is None else bool(value >= bound if at_least else value <= bound)
@@ -586,6 +677,9 @@ def compare(ours: dict, trl: dict) -> dict:
         "peak_rss": check(ratios["peak_rss_ours_over_trl"], TARGETS["peak_rss_ours_over_trl_max"], False),
         "update_over_building_blocks": check(ratios["update_over_building_blocks"],
                                              TARGETS["update_over_building_blocks_max"], False),
+        "update_over_lower_bound": check(ratios["update_over_lower_bound"], TARGETS["update_over_lower_bound_max"], False),
+        "generation_over_lower_bound": check(ratios["generation_over_lower_bound"],
+                                             TARGETS["generation_over_lower_bound_max"], False),
     }
     ratios["targets"] = dict(TARGETS)
     return ratios
@@ -626,13 +720,24 @@ def summary_text(report: dict) -> str:
         lines.append(f"ours alone (s): generation {b['generation_s']:.2f} + frozen forwards "
                      f"{b['frozen_forwards_s']:.2f} + train fwd+bwd {b['train_forward_backward_s']:.2f} "
                      f"= {b['sum_s']:.2f}")
+    if "lower_bound_s" in ours:
+        lb, lim = ours["lower_bound_s"], ours["machine_limits"]
+        lines.append(f"lower bound (s): generation {lb['generation_s']:.2f} + frozen forwards "
+                     f"{lb['frozen_forwards_s']:.2f} + train fwd+bwd {lb['train_forward_backward_s']:.2f} "
+                     f"= {lb['update_s']:.2f}  (measured here: read {lim['read_gb_per_s']:.0f} GB/s, "
+                     f"matmul {lim['matmul_gflop_per_s']:.0f} GFLOP/s)")
     met = ratios["meets_targets"]
     mark = lambda ok: {True: "met", False: "NOT met", None: "n/a"}[ok]  # noqa: E731
     lines += [
         "",
-        f"episodes/s ours / TRL      {_fmt(ratios['episodes_per_s_ours_over_trl'], '.2f'):>8}   target >= 2.0: {mark(met['episodes_per_s'])}",
+        f"episodes/s ours / TRL      {_fmt(ratios['episodes_per_s_ours_over_trl'], '.2f'):>8}   "
+        f"target >= {TARGETS['episodes_per_s_ours_over_trl_min']}: {mark(met['episodes_per_s'])}",
         f"peak RSS ours / TRL        {_fmt(ratios['peak_rss_ours_over_trl'], '.2f'):>8}   target <= 0.5: {mark(met['peak_rss'])}",
         f"update / building blocks   {_fmt(ratios['update_over_building_blocks'], '.2f'):>8}   target <= 1.2: {mark(met['update_over_building_blocks'])}",
+        f"update / lower bound       {_fmt(ratios.get('update_over_lower_bound'), '.2f'):>8}   "
+        f"target <= 1.3: {mark(met.get('update_over_lower_bound'))}",
+        f"generation / lower bound   {_fmt(ratios.get('generation_over_lower_bound'), '.2f'):>8}   "
+        f"target <= 2.0: {mark(met.get('generation_over_lower_bound'))}",
         "Rewards differ: TRL scores with a 135M reward model (random head), ours with the task checker.",
     ]
     busy = busy_machine_note(report)
@@ -672,6 +777,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="let our responses stop at EOS (default: full length, like TRL's)")
     parser.add_argument("--old-logprobs-from", choices=("generation", "forward"), default=BenchConfig.old_logprobs_from,
                         help="ours: old log-probs from the sampler's logits (default, as the cpu preset) or a separate forward")
+    parser.add_argument("--no-packed", action="store_true",
+                        help="ours: PyTorch's default CPU kernels instead of oneDNN-packed weights (to measure the change)")
     parser.add_argument("--timeout", type=float, default=None, help="seconds allowed per child (default: none)")
     parser.add_argument("--child", choices=("ours", "trl"), help=argparse.SUPPRESS)
     parser.add_argument("--child-config", help=argparse.SUPPRESS)
@@ -694,7 +801,8 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit("--updates, --threads, --batch-size and --response-length must be >= 1, --warmup >= 0")
     cfg = BenchConfig(model=args.model, updates=args.updates, warmup=args.warmup, threads=args.threads,
                       batch_size=args.batch_size, response_length=args.response_length,
-                      full_length=not args.natural_eos, old_logprobs_from=args.old_logprobs_from)
+                      full_length=not args.natural_eos, old_logprobs_from=args.old_logprobs_from,
+                      packed_cpu_linears=not args.no_packed)
     sides = [args.only] if args.only else ["ours", "trl"]
     machine = machine_info()
     results = {"ours": {"skipped": True}, "trl": {"skipped": True}}

@@ -1,0 +1,88 @@
+"""The oneDNN-packed sampling path (machinery.packed_linear) samples the same distribution as the
+plain one: the same tokens under a fixed seed, log-probs equal to float32 round-off, the same EOS
+rule; and it leaves the model exactly as it found it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from course_utils.machinery import packed_linear
+from course_utils.models import LoRASettings, load_bundle
+from course_utils.rollout import SamplingSettings, collect_rollout, generate, stop_token_ids, tokenize_prompts
+
+pytestmark = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="PyTorch built without oneDNN")
+
+PROMPTS = ["Add 2 and 3.", "Write the word cat in capitals.", "Hi", "Count: a, b, c", "Sort: b, a", "Is 7 odd?"]
+
+
+@pytest.fixture()
+def bundle(tiny_model_dir, monkeypatch):
+    # The tiny model's layers are below the size worth packing; pack them all for the test.
+    monkeypatch.setattr(packed_linear, "MIN_ELEMENTS", 0)
+    bundle = load_bundle(tiny_model_dir, lora=LoRASettings(rank=4, alpha=8), device="cpu", seed=0)
+    # Make EOS likely for some prompts: its output row points along the mean final state of the
+    # prompts, with logit about 11 (= log of the vocabulary size: even odds), so some responses
+    # stop at EOS and others run to the limit. The row is tied to the input embedding; that only
+    # changes the model, not the comparison.
+    eos = stop_token_ids(bundle.tokenizer, bundle.policy.base_model)[0]
+    head = bundle.policy.base_model.get_output_embeddings().weight
+    query, mask = tokenize_prompts(bundle.tokenizer, PROMPTS, None, 24, None)
+    with torch.no_grad():
+        final = bundle.policy.base_model(input_ids=query, attention_mask=mask, output_hidden_states=True)
+        mean_state = final.hidden_states[-1][:, -1].mean(0)
+        head[eos] = 11.0 * mean_state / mean_state.dot(mean_state)
+    return bundle
+
+
+def test_the_same_tokens_the_same_eos_rule_and_log_probs_to_round_off(bundle):
+    settings = SamplingSettings(max_new_tokens=24, temperature=1.0)
+    plain = generate(bundle, prompts=PROMPTS, settings=settings, seed=3, keep_generation_logprobs=True, packed=False)
+    fast = generate(bundle, prompts=PROMPTS, settings=settings, seed=3, keep_generation_logprobs=True, packed=True)
+    assert torch.equal(fast.response_ids, plain.response_ids)
+    for name in ("response_mask", "last_index", "ended_with_eos", "truncated"):
+        assert torch.equal(getattr(fast, name), getattr(plain, name)), name
+    assert 0 < int(plain.ended_with_eos.sum()) < len(PROMPTS), "the test needs some responses to stop at EOS"
+    assert torch.allclose(fast.generation_logprobs, plain.generation_logprobs, atol=1e-5, rtol=0)
+
+
+def test_frozen_forwards_agree_and_the_first_ratio_stays_one(bundle):
+    settings = SamplingSettings(max_new_tokens=12, temperature=1.0)
+    plain = collect_rollout(bundle, PROMPTS, settings, seed=5, packed=False)
+    fast = collect_rollout(bundle, PROMPTS, settings, seed=5, packed=True)
+    assert torch.equal(fast.response_ids, plain.response_ids)
+    for name in ("old_logprobs", "ref_logprobs", "values"):
+        assert torch.allclose(getattr(fast, name), getattr(plain, name), atol=1e-5, rtol=0), name
+
+
+def test_the_model_is_put_back_and_a_changed_weight_is_packed_again(bundle):
+    policy = bundle.policy
+    before = {k: v.clone() for k, v in policy.state_dict().items()}
+    linears = [m for m in policy.modules() if type(m) is nn.Linear]
+    x = torch.randint(0, 100, (2, 5))
+    with torch.no_grad():
+        with packed_linear.packed_linears(policy) as swapped:
+            assert swapped == len(linears) and not any(type(m) is nn.Linear for m in policy.modules())
+            first = policy.lm(input_ids=x).logits
+        assert [m for m in policy.modules() if type(m) is nn.Linear] == linears
+        assert policy.state_dict().keys() == before.keys()
+        assert all(torch.equal(v, before[k]) for k, v in policy.state_dict().items())
+        # Change a weight in place: the cached packed copy is stale and must be rebuilt.
+        layer = policy.base_model.model.layers[0].mlp.down_proj
+        layer.weight.mul_(2.0)
+        dense = policy.lm(input_ids=x).logits
+        with packed_linear.packed_linears(policy):
+            packed = policy.lm(input_ids=x).logits
+    assert not torch.allclose(dense, first, atol=1e-4)
+    assert torch.allclose(packed, dense, atol=1e-4, rtol=0)
+
+
+def test_refused_with_gradients_and_skipped_where_it_does_not_apply(bundle):
+    with pytest.raises(RuntimeError, match="no_grad"):
+        with packed_linear.packed_linears(bundle.policy):
+            pass
+    with torch.no_grad(), packed_linear.packed_linears(bundle.policy, enabled=False) as swapped:
+        assert swapped == 0
+    half = nn.Linear(8, 8).to(torch.bfloat16)
+    assert not packed_linear.available(half)  # float32 only
