@@ -28,7 +28,7 @@ The comparison harness (``comparison/``): TRL's PPOTrainer on our configuration,
 
 Machinery (``machinery/``): what engineers read
     paths, hub (model files), parameters, distributed, metrics, stop_rules, run_checks,
-    checkpoint, faults, report, data_files, versions
+    checkpoint, faults, report, data_files, versions, packed_linear (faster CPU kernels)
 
 Formula index (formula -> function)
 -----------------------------------

@@ -603,6 +603,22 @@ def greedy_answers(bundle, prompts: Sequence[str], max_new_tokens: int, chunk: i
     return answers
 
 
+def _check_rollout_request(bundle, prompts, records, old_logprobs_from: str) -> None:
+    """Refuse, with the fix, the requests ``collect_rollout`` cannot serve faithfully."""
+    if old_logprobs_from not in ("forward", "generation"):
+        raise ValueError(f"old_logprobs_from must be 'forward' or 'generation', got {old_logprobs_from!r}")
+    if old_logprobs_from == "generation" and bundle.policy.dtype != torch.float32:
+        raise ValueError(
+            f"old_logprobs_from='generation' needs float32 weights (the policy is {bundle.policy.dtype}): "
+            "in half precision merged-weight log-probs differ from the training forward. Use 'forward'."
+        )
+    if old_logprobs_from == "generation" and bundle.policy.value_model is not None:
+        raise ValueError("old_logprobs_from='generation' reads values from the policy's hidden states; "
+                         "with a separate value model use 'forward'.")
+    if records is not None and len(records) != len(prompts):
+        raise ValueError(f"{len(records)} records for {len(prompts)} prompts: give one record per prompt")
+
+
 def collect_rollout(
     bundle,
     prompts: Sequence[str],
@@ -638,19 +654,8 @@ def collect_rollout(
     The reward itself is not computed here: ``bundle.reward.score(r.prompts, r.response_texts, r.records)``.
     """
     settings = settings or SamplingSettings()
-    if old_logprobs_from not in ("forward", "generation"):
-        raise ValueError(f"old_logprobs_from must be 'forward' or 'generation', got {old_logprobs_from!r}")
-    if old_logprobs_from == "generation" and bundle.policy.dtype != torch.float32:
-        raise ValueError(
-            f"old_logprobs_from='generation' needs float32 weights (the policy is {bundle.policy.dtype}): "
-            "in half precision merged-weight log-probs differ from the training forward. Use 'forward'."
-        )
+    _check_rollout_request(bundle, prompts, records, old_logprobs_from)
     reuse = old_logprobs_from == "generation"
-    if reuse and bundle.policy.value_model is not None:
-        raise ValueError("old_logprobs_from='generation' reads values from the policy's hidden states; "
-                         "with a separate value model use 'forward'.")
-    if records is not None and len(records) != len(prompts):
-        raise ValueError(f"{len(records)} records for {len(prompts)} prompts: give one record per prompt")
     policy, tokenizer, device = bundle.policy, bundle.tokenizer, bundle.policy.device
     timings = {}
 

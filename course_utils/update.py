@@ -28,6 +28,7 @@ import torch
 
 from course_utils import ppo_math as pm
 from course_utils.machinery.distributed import all_processes_agree, all_reduce_mean_, token_share_weight
+from course_utils.machinery.packed_linear import packed_linears
 from course_utils.rollout import Rollout, collect_rollout, sequence_forward
 
 STEP_STATS = ("policy_loss", "value_loss", "entropy", "policy_clipfrac", "value_clipfrac", "approx_kl",
@@ -188,22 +189,23 @@ def optimise(policy, optimizer, batch: RolloutBatch, config, epochs: int | None 
     size = len(batch)
     minibatch_size = max(1, size // config.num_minibatches)
     policy.train()
-    for epoch in range(epochs):
-        order = torch.randperm(size)
-        for start in range(0, size, minibatch_size):
-            if counts["optimizer_steps"] + counts["stale_steps_skipped"] > max_age:
-                counts["stale_steps_skipped"] += 1  # the rollout is too old for the current policy
-                continue
-            mb = batch.select(order[start:start + minibatch_size])
-            loss, parts = minibatch_loss(policy, mb, config)
-            loss = loss * token_share_weight(mb.rollout.response_mask)  # x 1.0 (exact) on one process
-            grad_norm = optimizer_step(loss, params, optimizer, config.max_grad_norm)
-            if grad_norm is None:
-                counts["nonfinite_steps"] += 1
-                continue
-            counts["optimizer_steps"] += 1
-            for key, value in step_statistics(parts, mb, grad_norm).items():
-                stats[key].append(value)
-        if after_epoch is not None:
-            after_epoch(epoch + 1, dict(counts))
+    with packed_linears(policy, config.packed_cpu_linears):  # frozen weights packed on a CPU: speed only
+        for epoch in range(epochs):
+            order = torch.randperm(size)
+            for start in range(0, size, minibatch_size):
+                if counts["optimizer_steps"] + counts["stale_steps_skipped"] > max_age:
+                    counts["stale_steps_skipped"] += 1  # the rollout is too old for the current policy
+                    continue
+                mb = batch.select(order[start:start + minibatch_size])
+                loss, parts = minibatch_loss(policy, mb, config)
+                loss = loss * token_share_weight(mb.rollout.response_mask)  # x 1.0 (exact) on one process
+                grad_norm = optimizer_step(loss, params, optimizer, config.max_grad_norm)
+                if grad_norm is None:
+                    counts["nonfinite_steps"] += 1
+                    continue
+                counts["optimizer_steps"] += 1
+                for key, value in step_statistics(parts, mb, grad_norm).items():
+                    stats[key].append(value)
+            if after_epoch is not None:
+                after_epoch(epoch + 1, dict(counts))
     return {"stats": stats, **counts}

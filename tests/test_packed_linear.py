@@ -63,9 +63,10 @@ def test_the_model_is_put_back_and_a_changed_weight_is_packed_again(bundle):
     x = torch.randint(0, 100, (2, 5))
     with torch.no_grad():
         with packed_linear.packed_linears(policy) as swapped:
-            assert swapped == len(linears) and not any(type(m) is nn.Linear for m in policy.modules())
+            assert swapped == len(linears) and all("forward" in m.__dict__ for m in linears)
             first = policy.lm(input_ids=x).logits
         assert [m for m in policy.modules() if type(m) is nn.Linear] == linears
+        assert not any("forward" in m.__dict__ for m in linears)
         assert policy.state_dict().keys() == before.keys()
         assert all(torch.equal(v, before[k]) for k, v in policy.state_dict().items())
         # Change a weight in place: the cached packed copy is stale and must be rebuilt.
@@ -78,11 +79,51 @@ def test_the_model_is_put_back_and_a_changed_weight_is_packed_again(bundle):
     assert torch.allclose(packed, dense, atol=1e-4, rtol=0)
 
 
-def test_refused_with_gradients_and_skipped_where_it_does_not_apply(bundle):
-    with pytest.raises(RuntimeError, match="no_grad"):
-        with packed_linear.packed_linears(bundle.policy):
-            pass
+def test_with_gradients_the_lora_gradients_match_the_dense_ones(bundle):
+    policy = bundle.policy
+    policy.train()
+    x = torch.randint(0, 100, (3, 7))
+    trainable = [p for name, p in policy.lm.named_parameters() if "lora_" in name]
+    with torch.no_grad():  # a non-zero B, so that the gradient reaches A as well
+        for name, p in policy.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.1)
+
+    def lora_grads():
+        policy.zero_grad(set_to_none=True)
+        policy.lm(input_ids=x).logits.square().mean().backward()
+        return [p.grad.clone() for p in trainable]
+
+    dense = lora_grads()
+    with packed_linear.packed_linears(policy) as swapped:
+        switched = [m for m in policy.modules() if "forward" in m.__dict__]
+        packed = lora_grads()
+    assert swapped == len(switched) > 0  # the frozen base layers, never a trainable one
+    assert all(type(m) is nn.Linear and not m.weight.requires_grad for m in switched)
+    assert all(torch.allclose(a, b, atol=1e-6, rtol=1e-4) for a, b in zip(packed, dense))
+    assert any(float(g.abs().max()) > 0 for g in dense)
+
+
+def test_skipped_where_it_does_not_apply(bundle):
     with torch.no_grad(), packed_linear.packed_linears(bundle.policy, enabled=False) as swapped:
         assert swapped == 0
     half = nn.Linear(8, 8).to(torch.bfloat16)
     assert not packed_linear.available(half)  # float32 only
+
+
+def test_a_layer_keeps_its_hooks(bundle):
+    # A forward hook on the LM head (as tests and tools add) still runs on the packed path.
+    eos = stop_token_ids(bundle.tokenizer, bundle.policy.base_model)[0]
+    head = bundle.policy.base_model.lm_head
+
+    def push_eos(module, inputs, output):
+        output = output.clone()
+        output[..., eos] += 50.0
+        return output
+
+    handle = head.register_forward_hook(push_eos)
+    try:
+        fast = generate(bundle, prompts=PROMPTS, settings=SamplingSettings(max_new_tokens=4), seed=0, packed=True)
+    finally:
+        handle.remove()
+    assert bool(fast.ended_with_eos.all()) and fast.response_mask.sum(1).tolist() == [1.0] * len(PROMPTS)

@@ -483,8 +483,9 @@ def building_blocks(trainer) -> tuple[dict, int, int]:
 
     def train_forward_backward():  # the update's own minibatch loss, forward and backward
         policy.train()
-        loss, _ = ppo.minibatch_loss(policy, batch, config)
-        loss.backward()
+        with packed_linears(policy, config.packed_cpu_linears):
+            loss, _ = ppo.minibatch_loss(policy, batch, config)
+            loss.backward()
         trainer.optimizer.zero_grad(set_to_none=True)
 
     blocks = {"generation_s": generation, "frozen_forwards_s": frozen_forwards,

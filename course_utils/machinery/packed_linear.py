@@ -10,8 +10,11 @@ the tokens sampled under a fixed generator are the same (``tests/test_packed_lin
 
 Used only where it is safe and pays:
 
-- without gradients (sampling, the old-policy and reference forwards); a training forward keeps
-  the dense modules, whose backward the LoRA gradients flow through;
+- without gradients (sampling, the old-policy and reference forwards) every large layer is swapped;
+- with gradients (the training forward) only FROZEN layers are (the LoRA base weights): their
+  forward runs packed and their backward, which only has to pass the gradient on to the input
+  (``dx = dy · W``; a frozen weight gets none), runs on the dense weight. The LoRA matrices
+  themselves stay ordinary modules;
 - on a CPU with oneDNN, in float32, for layers with at least ``MIN_ELEMENTS`` weights (smaller ones
   gain nothing);
 - the packed copies are cached per layer and rebuilt when the layer's weight changes: the q/v
@@ -21,6 +24,7 @@ Used only where it is safe and pays:
 
 from __future__ import annotations
 
+import functools
 import weakref
 from contextlib import contextmanager
 from typing import Iterator
@@ -56,23 +60,42 @@ def _packed_copy(linear: nn.Linear) -> nn.Module:
     return cached[2]
 
 
+class _PackedForwardDenseBackward(torch.autograd.Function):
+    """y = x · Wᵀ (+ b) through the packed copy; in the backward dx = dy · W on the dense weight."""
+
+    @staticmethod
+    def forward(ctx, x, weight, packed):
+        ctx.save_for_backward(weight)
+        return packed(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (weight,) = ctx.saved_tensors
+        return grad_output @ weight, None, None
+
+
+def _frozen_packed_forward(dense: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    return _PackedForwardDenseBackward.apply(x, dense.weight, _packed_copy(dense))
+
+
 @contextmanager
 def packed_linears(model: nn.Module, enabled: bool = True) -> Iterator[int]:
-    """Within the block, every large float32 ``nn.Linear`` of ``model`` computes through its packed
-    copy; the dense modules are put back on exit. Yields the number of layers swapped (0 when
-    disabled or not available). Refuses to run with gradients enabled."""
+    """Within the block, the large float32 ``nn.Linear`` layers of ``model`` compute through their
+    packed copies: all of them without gradients, the frozen ones with gradients. Each layer keeps
+    its place, its name and its hooks (only its ``forward`` is replaced, and put back on exit).
+    Yields the number of layers switched (0 when disabled or not available)."""
     if not enabled or not available(model):
         yield 0
         return
-    if torch.is_grad_enabled():
-        raise RuntimeError("packed_linears is for no-gradient forwards; wrap the call in torch.no_grad()")
-    swaps = [(parent, name, child) for parent in list(model.modules())
-             for name, child in parent.named_children()
-             if type(child) is nn.Linear and child.weight.numel() >= MIN_ELEMENTS]
+    training = torch.is_grad_enabled()
+    layers = [m for m in model.modules()
+              if type(m) is nn.Linear and m.weight.numel() >= MIN_ELEMENTS and "forward" not in m.__dict__
+              and not (training and m.weight.requires_grad)]
     try:
-        for parent, name, child in swaps:
-            setattr(parent, name, _packed_copy(child))
-        yield len(swaps)
+        for layer in layers:  # into __dict__: nn.Module.__setattr__ would register a module as a child
+            layer.__dict__["forward"] = (functools.partial(_frozen_packed_forward, layer) if training
+                                         else _packed_copy(layer))
+        yield len(layers)
     finally:
-        for parent, name, child in swaps:
-            setattr(parent, name, child)
+        for layer in layers:
+            layer.__dict__.pop("forward", None)
