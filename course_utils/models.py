@@ -28,6 +28,7 @@ from torch import nn
 
 from course_utils.device import default_dtype, pick_device, seed_everything
 from course_utils.machinery import hub
+from course_utils.machinery.packed_linear import forget as forget_packed
 from course_utils.machinery.versions import package_versions
 from course_utils.machinery.parameters import (_unique_parameters, chat_template_sha256, count_parameters, memory_mb,
                                                tied_parameter_names)
@@ -223,12 +224,10 @@ class PolicyWithValue(nn.Module):
             return
         from peft.tuners.lora import LoraLayer
 
-        saved = (
-            [(m.get_base_layer().weight, m.get_base_layer().weight.detach().clone())
-             for m in self.lm.modules() if isinstance(m, LoraLayer)]
-            if exact else []
-        )
+        base_layers = [m.get_base_layer() for m in self.lm.modules() if isinstance(m, LoraLayer)]
+        saved = [(layer.weight, layer.weight.detach().clone()) for layer in base_layers] if exact else []
         self.lm.merge_adapter()
+        forget_packed(base_layers)  # peft writes through weight.data: no version bump to see
         try:
             yield self
         finally:
@@ -236,6 +235,7 @@ class PolicyWithValue(nn.Module):
             with torch.no_grad():
                 for weight, original in saved:
                     weight.copy_(original)
+            forget_packed(base_layers)
 
 
 # ---------------------------------------------------------------------------------------------

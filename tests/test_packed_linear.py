@@ -14,7 +14,13 @@ from course_utils.rollout import SamplingSettings, collect_rollout, generate, st
 
 pytestmark = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="PyTorch built without oneDNN")
 
+SETTINGS = SamplingSettings(max_new_tokens=24, temperature=1.0)
 PROMPTS = ["Add 2 and 3.", "Write the word cat in capitals.", "Hi", "Count: a, b, c", "Sort: b, a", "Is 7 odd?"]
+
+
+def stops_at_several_lengths(rollout) -> bool:
+    lengths = rollout.response_mask.sum(1)
+    return bool(rollout.ended_with_eos.any()) and len(set(lengths.tolist())) > 1
 
 
 @pytest.fixture()
@@ -22,38 +28,69 @@ def bundle(tiny_model_dir, monkeypatch):
     # The tiny model's layers are below the size worth packing; pack them all for the test.
     monkeypatch.setattr(packed_linear, "MIN_ELEMENTS", 0)
     bundle = load_bundle(tiny_model_dir, lora=LoRASettings(rank=4, alpha=8), device="cpu", seed=0)
-    # Make EOS likely for some prompts: its output row points along the mean final state of the
-    # prompts, with logit about 11 (= log of the vocabulary size: even odds), so some responses
-    # stop at EOS and others run to the limit. The row is tied to the input embedding; that only
-    # changes the model, not the comparison.
+    # A non-zero adapter (B starts at 0): the policy differs from the reference, and sampling with
+    # LoRA merged in must use the merged weights, not a stale packed copy of the base.
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, parameter in bundle.policy.lm.named_parameters():
+            if "lora_B" in name:
+                parameter.copy_(0.3 * torch.randn(parameter.shape, generator=generator))
+    # Make EOS likely: its output row points along the mean final state of the prompts, scaled
+    # (a logit near log(vocabulary size), about even odds) until responses stop at EOS after
+    # different numbers of tokens. The row is tied to the input embedding; that
+    # only changes the model, not the comparison.
     eos = stop_token_ids(bundle.tokenizer, bundle.policy.base_model)[0]
     head = bundle.policy.base_model.get_output_embeddings().weight
     query, mask = tokenize_prompts(bundle.tokenizer, PROMPTS, None, 24, None)
     with torch.no_grad():
         final = bundle.policy.base_model(input_ids=query, attention_mask=mask, output_hidden_states=True)
         mean_state = final.hidden_states[-1][:, -1].mean(0)
-        head[eos] = 11.0 * mean_state / mean_state.dot(mean_state)
+        for scale in (11.0, 10.5, 11.5, 10.0, 12.0, 9.5):
+            head[eos] = scale * mean_state / mean_state.dot(mean_state)
+            if stops_at_several_lengths(generate(bundle, prompts=PROMPTS, settings=SETTINGS, seed=3, packed=False)):
+                break
     return bundle
 
 
 def test_the_same_tokens_the_same_eos_rule_and_log_probs_to_round_off(bundle):
-    settings = SamplingSettings(max_new_tokens=24, temperature=1.0)
-    plain = generate(bundle, prompts=PROMPTS, settings=settings, seed=3, keep_generation_logprobs=True, packed=False)
-    fast = generate(bundle, prompts=PROMPTS, settings=settings, seed=3, keep_generation_logprobs=True, packed=True)
+    plain = generate(bundle, prompts=PROMPTS, settings=SETTINGS, seed=3, keep_generation_logprobs=True, packed=False)
+    fast = generate(bundle, prompts=PROMPTS, settings=SETTINGS, seed=3, keep_generation_logprobs=True, packed=True)
     assert torch.equal(fast.response_ids, plain.response_ids)
     for name in ("response_mask", "last_index", "ended_with_eos", "truncated"):
         assert torch.equal(getattr(fast, name), getattr(plain, name)), name
-    assert 0 < int(plain.ended_with_eos.sum()) < len(PROMPTS), "the test needs some responses to stop at EOS"
+    assert stops_at_several_lengths(plain), "the test needs responses that stop at EOS at different lengths"
     assert torch.allclose(fast.generation_logprobs, plain.generation_logprobs, atol=1e-5, rtol=0)
 
 
 def test_frozen_forwards_agree_and_the_first_ratio_stays_one(bundle):
     settings = SamplingSettings(max_new_tokens=12, temperature=1.0)
-    plain = collect_rollout(bundle, PROMPTS, settings, seed=5, packed=False)
-    fast = collect_rollout(bundle, PROMPTS, settings, seed=5, packed=True)
-    assert torch.equal(fast.response_ids, plain.response_ids)
-    for name in ("old_logprobs", "ref_logprobs", "values"):
-        assert torch.allclose(getattr(fast, name), getattr(plain, name), atol=1e-5, rtol=0), name
+    for old_logprobs_from in ("forward", "generation"):
+        # Twice each: the second call reads the packed copies from the cache.
+        plain = [collect_rollout(bundle, PROMPTS, settings, seed=5, packed=False, old_logprobs_from=old_logprobs_from)
+                 for _ in range(2)]
+        fast = [collect_rollout(bundle, PROMPTS, settings, seed=5, packed=True, old_logprobs_from=old_logprobs_from)
+                for _ in range(2)]
+        for a, b in zip(fast, plain):
+            assert torch.equal(a.response_ids, b.response_ids)
+            for name in ("old_logprobs", "ref_logprobs", "values"):
+                assert torch.allclose(getattr(a, name), getattr(b, name), atol=1e-5, rtol=0), (old_logprobs_from, name)
+        keep = plain[0].response_mask.bool()
+        assert (plain[0].old_logprobs - plain[0].ref_logprobs)[keep].abs().max() > 1e-2  # the adapter matters
+
+
+def test_a_packed_run_logs_what_a_plain_run_logs(tmp_path, monkeypatch):
+    """Three smoke updates, packed and plain, same seed: every logged number agrees to float32
+    round-off (the stale-copy failure, sampling with the reference's weights, logs a KL of 0)."""
+    from test_golden_metrics import run_variant
+
+    overrides = {"total_updates": 3, "old_logprobs_from": "generation"}
+    plain = run_variant(tmp_path / "plain", {**overrides, "packed_cpu_linears": False})
+    monkeypatch.setattr(packed_linear, "MIN_ELEMENTS", 0)
+    packed = run_variant(tmp_path / "packed", {**overrides, "packed_cpu_linears": True})
+    assert plain["metrics"][-1]["kl_per_sequence"] != 0
+    for a, b in zip(plain["metrics"], packed["metrics"]):
+        for key in ("kl_per_sequence", "score", "policy_loss", "value_loss", "approx_kl", "response_length"):
+            assert b[key] == pytest.approx(a[key], rel=1e-3, abs=1e-4), key
 
 
 def test_the_model_is_put_back_and_a_changed_weight_is_packed_again(bundle):

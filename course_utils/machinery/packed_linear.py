@@ -19,7 +19,10 @@ Used only where it is safe and pays:
   gain nothing);
 - the packed copies are cached per layer and rebuilt when the layer's weight changes: the q/v
   layers with LoRA merged in for sampling (about 50 MB for SmolLM2, tens of milliseconds), or
-  every layer under full fine-tuning. The cache costs one more copy of the packed weights in memory.
+  every layer under full fine-tuning. A change is seen through the weight's version counter, which
+  an in-place update bumps; a write through ``weight.data`` does not bump it, so code that writes
+  weights that way must call ``forget`` (as the LoRA merge does). The cache costs one more copy
+  of the packed weights in memory.
 """
 
 from __future__ import annotations
@@ -45,6 +48,14 @@ def available(model: nn.Module) -> bool:
     except StopIteration:
         return False
     return weight.device.type == "cpu" and weight.dtype == torch.float32 and torch.backends.mkldnn.is_available()
+
+
+def forget(layers) -> None:
+    """Drop the packed copies of ``layers``. Call it after changing their weights in a way the
+    version counter does not see: peft merges LoRA through ``weight.data``, which leaves
+    ``weight._version`` unchanged (``models.PolicyWithValue.merged_adapter`` calls this)."""
+    for layer in layers:
+        _PACKED.pop(layer, None)
 
 
 def _packed_copy(linear: nn.Linear) -> nn.Module:
