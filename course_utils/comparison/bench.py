@@ -74,6 +74,9 @@ from course_utils.comparison import child
 from course_utils.machinery.versions import package_versions
 
 GB = 1e9
+TYPICAL_PROMPT_TOKENS = 64
+"""Prompt length assumed for the matmul shape of ``machine_limits`` (the course's chat prompts
+are 50-70 tokens); the bound itself uses the measured prompt length."""
 TARGETS = {
     "episodes_per_s_ours_over_trl_min": 3.0,
     "peak_rss_ours_over_trl_max": 0.5,
@@ -508,6 +511,15 @@ def run_ours(cfg: BenchConfig) -> dict:
     from course_utils.trainer import PPOTrainer
 
     rss_after_imports = current_rss_gb()
+    # The machine's two limits, measured first: before the model is loaded, so that the 512 MB
+    # test tensor cannot raise the peak memory reported for the trainer.
+    from transformers import AutoConfig
+
+    from course_utils.machinery import hub
+
+    model_config = AutoConfig.from_pretrained(hub.resolve_model(cfg.model))
+    limits = machine_limits(model_config.hidden_size, model_config.intermediate_size,
+                            cfg.batch_size * (cfg.response_length + TYPICAL_PROMPT_TOKENS))
     warnings.filterwarnings("ignore", message=".*min_new_tokens.*")  # the off-policy note above
     workdir = tempfile.mkdtemp(prefix="ours-bench-")
     config = PPOConfig(
@@ -548,9 +560,6 @@ def run_ours(cfg: BenchConfig) -> dict:
     blocks = {name: median(times) for name, times in block_times.items()}
     blocks["sum_s"] = sum(blocks.values())
     params, weight_bytes = _model_size(trainer.policy)
-    base_config = trainer.policy.base_model.config
-    limits = machine_limits(base_config.hidden_size, base_config.intermediate_size,
-                            cfg.batch_size * (prompt_tokens + cfg.response_length))
     bound = lower_bound(limits, matmul_params=params, weight_bytes=weight_bytes, batch=cfg.batch_size,
                         prompt_tokens=prompt_tokens, response_tokens=cfg.response_length, epochs=cfg.ppo_epochs,
                         old_logprobs_from=cfg.old_logprobs_from)
