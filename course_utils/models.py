@@ -28,7 +28,7 @@ from torch import nn
 
 from course_utils.device import default_dtype, pick_device, seed_everything
 from course_utils.machinery import hub
-from course_utils.machinery.packed_linear import forget as forget_packed
+from course_utils.machinery import packed_linear
 from course_utils.machinery.versions import package_versions
 from course_utils.machinery.parameters import (_unique_parameters, chat_template_sha256, count_parameters, memory_mb,
                                                tied_parameter_names)
@@ -226,16 +226,21 @@ class PolicyWithValue(nn.Module):
 
         base_layers = [m.get_base_layer() for m in self.lm.modules() if isinstance(m, LoraLayer)]
         saved = [(layer.weight, layer.weight.detach().clone()) for layer in base_layers] if exact else []
+        # peft writes through weight.data, which a version counter does not see: the packed CPU
+        # copies of these layers (machinery.packed_linear) are set aside, and put back only when
+        # the weights are restored bit for bit.
+        aside = packed_linear.set_aside(base_layers)
         self.lm.merge_adapter()
-        forget_packed(base_layers)  # peft writes through weight.data: no version bump to see
         try:
             yield self
         finally:
             self.lm.unmerge_adapter()
+            packed_linear.forget(base_layers)  # the merged weights' copies
             with torch.no_grad():
                 for weight, original in saved:
                     weight.copy_(original)
-            forget_packed(base_layers)
+            if exact:
+                packed_linear.put_back(aside)
 
 
 # ---------------------------------------------------------------------------------------------

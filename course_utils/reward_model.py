@@ -67,6 +67,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_utils import tasks
+from course_utils.rewards import CheckerReward, LetterFractionReward, RewardFunction
 from course_utils.device import pick_device, seed_everything, set_threads
 from course_utils.machinery import hub
 from course_utils.machinery.parameters import chat_template_sha256
@@ -427,6 +428,17 @@ def load_reward_model(folder: str | os.PathLike | None = None, device=None) -> R
     return model
 
 
+def make_reward(config, device=None) -> RewardFunction:
+    """The reward function named by ``config.reward`` (checker, learned model or the toy)."""
+    if config.reward == "learned":
+        path = config.reward_model_path
+        # "default": where `python -m course_utils rm train` saves it
+        return load_reward_model(None if path == "default" else path, device=device)
+    if config.reward == "letters":
+        return LetterFractionReward()
+    return CheckerReward(kind="binary" if config.reward == "checker_binary" else "partial")
+
+
 # ---------------------------------------------------------------------------------------------
 # Training
 # ---------------------------------------------------------------------------------------------
@@ -638,28 +650,19 @@ def length_probe(model: RewardModel, records: Sequence) -> dict:
 @torch.no_grad()
 def generate_policy_answers(records: Sequence, model_name: str = "smollm2-135m-instruct",
                             max_new_tokens: int = 32, batch_size: int = 16, progress: bool = True) -> list[str]:
-    """Greedy answers of the policy model to the prompts (chat template, special tokens removed).
+    """Greedy answers of the policy model to the prompts (chat template, special tokens removed),
+    through the same greedy path as every held-out evaluation (``rollout.greedy_answers``).
 
     This is what PPO starts from: the reward model must score these sensibly, not only the
     hand-made pairs. Greedy decoding makes the answers reproducible.
     """
-    from tqdm.auto import tqdm
-
-    from course_utils.machinery import hub
+    from course_utils.models import PolicyWithValue
+    from course_utils.rollout import greedy_answers
 
     tokenizer = hub.load_tokenizer(model_name)  # left padding, pad = eos
-    policy = hub.load_causal_lm(model_name, device="cpu").eval()
-    answers = []
-    records = [tasks.as_prompt(r) for r in records]
-    for i in tqdm(range(0, len(records), batch_size), desc="policy answers", disable=not progress):
-        chunk = records[i:i + batch_size]
-        texts = [tokenizer.apply_chat_template([{"role": "user", "content": r.prompt}], tokenize=False,
-                                               add_generation_prompt=True) for r in chunk]
-        enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-        out = policy.generate(**enc, do_sample=False, max_new_tokens=max_new_tokens,
-                              pad_token_id=tokenizer.pad_token_id, top_p=None, top_k=None, temperature=None)
-        answers += tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-    return answers
+    policy = PolicyWithValue(hub.load_causal_lm(model_name, device="cpu")).eval()
+    prompts = [tasks.as_prompt(r).prompt for r in records]
+    return greedy_answers(policy, prompts, max_new_tokens, batch_size, tokenizer=tokenizer, progress=progress)
 
 
 def checker_agreement(model: RewardModel, records: Sequence, answers: Sequence[str], examples: int = 5) -> dict:

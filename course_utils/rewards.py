@@ -3,7 +3,7 @@
 The learned kind is ``reward_model.RewardModel`` (the course's own, or a hub classifier).
 
 Every reward scores whole responses as *text*: ``score(prompts, responses, records) -> Tensor[B]``.
-``make_reward(config)`` builds the one a run's config names.
+``reward_model.make_reward(config)`` builds the one a run's config names.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from course_utils import tasks
-from course_utils.reward_model import load_reward_model
 
 
 @runtime_checkable
@@ -81,14 +80,3 @@ class LetterFractionReward:
 
     def describe(self) -> dict:
         return {"kind": "toy", "what": "fraction of ASCII letters in the response"}
-
-
-def make_reward(config, device=None) -> RewardFunction:
-    """The reward function named by ``config.reward`` (checker, learned model or the toy)."""
-    if config.reward == "learned":
-        path = config.reward_model_path
-        # "default": where `python -m course_utils rm train` saves it
-        return load_reward_model(None if path == "default" else path, device=device)
-    if config.reward == "letters":
-        return LetterFractionReward()
-    return CheckerReward(kind="binary" if config.reward == "checker_binary" else "partial")

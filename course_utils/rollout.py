@@ -592,14 +592,19 @@ def decode_responses(tokenizer, response_ids: torch.Tensor, response_mask: torch
     return [tokenizer.decode(row[:n].tolist(), skip_special_tokens=True) for row, n in zip(response_ids, lengths)]
 
 
-def greedy_answers(bundle, prompts: Sequence[str], max_new_tokens: int, chunk: int = 32) -> list[str]:
+def greedy_answers(model, prompts: Sequence[str], max_new_tokens: int, chunk: int = 32, *, tokenizer=None,
+                   progress: bool = False) -> list[str]:
     """Greedy answers to ``prompts`` (chat template, special tokens removed), ``chunk`` at a time:
-    what every held-out evaluation reads."""
+    what every held-out evaluation reads (the trainer's, the SFT report's, the reward model's).
+    ``model``: a ModelBundle, or a PolicyWithValue with its ``tokenizer``."""
+    from tqdm.auto import tqdm
+
+    policy, tokenizer = _unpack(model, tokenizer)
     settings = SamplingSettings(max_new_tokens=max_new_tokens, do_sample=False)
     answers: list[str] = []
-    for i in range(0, len(prompts), chunk):
-        result = generate(bundle, prompts=list(prompts[i:i + chunk]), settings=settings)
-        answers.extend(decode_responses(bundle.tokenizer, result.response_ids, result.response_mask))
+    for i in tqdm(range(0, len(prompts), chunk), desc="greedy answers", disable=not progress):
+        result = generate(policy, tokenizer, prompts=list(prompts[i:i + chunk]), settings=settings)
+        answers.extend(decode_responses(tokenizer, result.response_ids, result.response_mask))
     return answers
 
 

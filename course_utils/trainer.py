@@ -37,7 +37,7 @@ from course_utils.machinery.distributed import gather_objects, global_max, param
 from course_utils.machinery.faults import NaNRewardFrom
 from course_utils.machinery.metrics import update_metrics
 from course_utils.machinery.run_checks import task_outcomes
-from course_utils.rewards import make_reward
+from course_utils.reward_model import make_reward
 from course_utils.rollout import SamplingSettings, greedy_answers
 
 METRICS = "metrics.jsonl"

@@ -329,13 +329,12 @@ def test_load_names_the_fix_when_the_folder_is_empty(tmp_path):
 
 
 def test_make_reward_loads_a_trained_folder(tiny_backbone, tmp_path):
-    from course_utils import rewards
     from course_utils.config import PPOConfig
 
     model = tiny_model(tiny_backbone)
     rm.train_reward_model(model, PAIRS, rm.TrainSettings(epochs=1, batch_size=3, lr=3e-3), progress=False)
     model.save(tmp_path / "rm")
-    loaded = rewards.make_reward(PPOConfig(reward="learned", reward_model_path=str(tmp_path / "rm")), device="cpu")
+    loaded = rm.make_reward(PPOConfig(reward="learned", reward_model_path=str(tmp_path / "rm")), device="cpu")
     prompts, texts = [p["prompt"] for p in PAIRS], [p["chosen"] for p in PAIRS]
     assert torch.equal(loaded.score(prompts, texts), model.score(prompts, texts))
 

@@ -202,7 +202,7 @@ def prompt_batches(config: PPOConfig, updates: int) -> list[list]:
 def reward_function(config: PPOConfig):
     """The reward function our trainer builds for ``config`` (checker, learned model or toy):
     the same factory, so that both sides use exactly the same reward."""
-    from course_utils.rewards import make_reward
+    from course_utils.reward_model import make_reward
 
     return make_reward(config, device=torch.device("cpu"))
 

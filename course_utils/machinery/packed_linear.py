@@ -58,6 +58,18 @@ def forget(layers) -> None:
         _PACKED.pop(layer, None)
 
 
+def set_aside(layers) -> dict:
+    """Take the packed copies of ``layers`` out of the cache, to ``put_back`` once their weights
+    hold exactly these values again (``merged_adapter`` restores the base weights bit for bit)."""
+    return {layer: _PACKED.pop(layer)[2] for layer in layers if layer in _PACKED}
+
+
+def put_back(aside: dict) -> None:
+    """Return copies taken by ``set_aside``, valid for the weights as they are now."""
+    for layer, packed in aside.items():
+        _PACKED[layer] = (layer.weight._version, layer.weight.data_ptr(), packed)
+
+
 def _packed_copy(linear: nn.Linear) -> nn.Module:
     """The oneDNN copy of ``linear``, from the cache when its weight has not changed since."""
     from torch.utils.mkldnn import MkldnnLinear
