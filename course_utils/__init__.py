@@ -39,6 +39,7 @@ Formula index (formula -> function)
     mean and variance over all processes                ppo_math.global_masked_mean_var
     entropy of the next-token distribution              ppo_math.entropy_from_logits, ppo_math.masked_entropy
     KL estimators k1, k2, k3                            ppo_math.kl_estimate
+    exact KL from the whole next-token distributions    ppo_math.exact_kl
     KL penalty -β·KL_t (the non-score reward)           ppo_math.kl_penalty_rewards
     score on the last real token                        ppo_math.score_on_last_token
     shaped reward r_t = -β·KL_t + score·1[t = last]     ppo_math.shaped_rewards

@@ -351,6 +351,35 @@ def kl_estimate(
     return torch.expm1(-lr) + lr  # expm1(y) = exp(y) - 1, accurate when lr is tiny
 
 
+def exact_kl(
+    logprobs: torch.Tensor,
+    ref_logprobs: torch.Tensor,
+    mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The exact KL(π ‖ π_ref) at each position, from the two WHOLE next-token distributions.
+
+        KL_t = Σ_a π(a | s_t) · (log π(a | s_t) - log π_ref(a | s_t))
+
+    The three estimators of ``kl_estimate`` see one sampled token per position; this sums over the
+    vocabulary, which the logits of a forward pass make possible (at the cost of keeping two
+    vocabulary-sized distributions per token, which PPO implementations avoid). Its expectation is
+    what k1 and k3 estimate without bias.
+
+    Shapes: ``logprobs`` and ``ref_logprobs`` are log-softmax outputs ``[..., V]`` (e.g.
+    ``[B, T, V]``); result ``[...]``. With ``mask`` (shape ``[...]``), 0 where mask is 0.
+    """
+    if logprobs.shape != ref_logprobs.shape:
+        raise ValueError(
+            f"logprobs {tuple(logprobs.shape)} and ref_logprobs {tuple(ref_logprobs.shape)} "
+            "must have the same shape (two distributions over the same vocabulary)"
+        )
+    kl = (logprobs.exp() * (logprobs - ref_logprobs)).sum(-1)
+    if mask is None:
+        return kl
+    m = _as_bool_mask(kl, mask, "logprobs[..., 0]")
+    return torch.where(m, kl, torch.zeros((), dtype=kl.dtype, device=kl.device))
+
+
 def kl_penalty_rewards(
     logprobs: torch.Tensor,
     ref_logprobs: torch.Tensor,

@@ -974,3 +974,22 @@ def test_trl_train_loop_facts_we_document(trl):
     assert "clip_grad_norm" not in source  # max_grad_norm is never applied in PPOTrainer.train
     assert "advantages = masked_whiten(advantages, ~padding_mask)" in source  # local, per process
     assert "INVALID_LOGPROB" in source
+
+
+def test_exact_kl_per_position_against_a_loop_and_torch():
+    generator = torch.Generator().manual_seed(7)
+    logits = torch.randn(2, 3, 11, generator=generator, dtype=torch.float64)
+    ref_logits = logits + 0.5 * torch.randn(2, 3, 11, generator=generator, dtype=torch.float64)
+    logp, ref = torch.log_softmax(logits, -1), torch.log_softmax(ref_logits, -1)
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
+    kl = pm.exact_kl(logp, ref, mask)
+    assert kl.shape == (2, 3)
+    for b in range(2):
+        for t in range(3):
+            by_loop = sum(math.exp(logp[b, t, a]) * (logp[b, t, a] - ref[b, t, a]) for a in range(11)) if mask[b, t] else 0.0
+            assert float(kl[b, t]) == pytest.approx(float(by_loop), abs=1e-12)
+    torch_kl = torch.nn.functional.kl_div(ref, logp, log_target=True, reduction="none").sum(-1)
+    assert torch.allclose(pm.exact_kl(logp, ref), torch_kl)
+    assert (pm.exact_kl(logp, ref) > 0).all() and float(pm.exact_kl(logp, logp).abs().max()) == 0.0
+    with pytest.raises(ValueError, match="same shape"):
+        pm.exact_kl(logp, ref[..., :5])
