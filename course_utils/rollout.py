@@ -363,9 +363,12 @@ def positions_from_attention_mask(attention_mask: torch.Tensor) -> torch.Tensor:
 
         position[b, p] = (number of real tokens in row b at columns <= p) - 1, clamped at 0
 
-    transformers' ``generate`` computes the same numbers for a left-padded batch; a forward pass
-    without them would number the padding too, shift every rotary position, and give log-probs
-    that differ from the sampler's (the PPO ratio would not start at 1).
+    transformers' ``generate`` computes the same numbers for a left-padded batch. A forward pass
+    without them numbers the columns instead, which shifts every real token of a padded row by the
+    same offset. Rotary embeddings (SmolLM2, Llama, Qwen) see only position differences, so for them
+    the shift changes nothing beyond round-off (week 2 measures it); with absolute position
+    embeddings (GPT-2, OPT) it changes the input, and the PPO ratio would not start at 1. Passing
+    them keeps the training forward the same computation as the sampler's for any architecture.
     """
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
