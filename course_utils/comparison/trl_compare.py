@@ -413,13 +413,15 @@ def run_trl(config: PPOConfig, updates: int | None = None, capture: bool = True)
     from torch.utils.data import DataLoader
     from transformers import DataCollatorWithPadding
     from transformers.utils import logging as hf_logging
-    from trl.experimental.ppo import PPOTrainer
 
     from course_utils.comparison import trl_adapter as ta
     from course_utils.machinery import hub
     from course_utils.device import seed_everything, set_threads
 
-    trl = ta.require_trl()
+    trl = ta.require_trl()  # before importing trl.experimental.ppo, which later versions do not have
+    from trl.experimental.ppo import PPOTrainer
+    from trl.experimental.ppo import ppo_trainer as trl_ppo
+
     updates = updates or config.total_updates
     hf_logging.disable_progress_bar()
     threads = set_threads(config.threads or None)
@@ -462,7 +464,6 @@ def run_trl(config: PPOConfig, updates: int | None = None, capture: bool = True)
                          wrappers={"get_reward": route_reward, "masked_whiten": recorder.whiten})
     trainer, args = built["trainer"], built["args"]
     trainable, setup_s = setup["trainable"], setup["seconds"]
-    from trl.experimental.ppo import ppo_trainer as trl_ppo
 
     if len(recorder.logs) != updates:
         raise RuntimeError(f"TRL logged {len(recorder.logs)} updates, expected {updates}")
