@@ -600,13 +600,29 @@ def greedy_answers(model, prompts: Sequence[str], max_new_tokens: int, chunk: in
     """Greedy answers to ``prompts`` (chat template, special tokens removed), ``chunk`` at a time:
     what every held-out evaluation reads (the trainer's, the SFT report's, the reward model's).
     ``model``: a ModelBundle, or a PolicyWithValue with its ``tokenizer``."""
+    settings = SamplingSettings(max_new_tokens=max_new_tokens, do_sample=False)
+    return _answers(model, prompts, settings, chunk, tokenizer, progress, "greedy answers")
+
+
+def sampled_answers(model, prompts: Sequence[str], samples: int, max_new_tokens: int, temperature: float = 1.0,
+                    chunk: int = 32, *, seed: int = 0, tokenizer=None, progress: bool = False) -> list[list[str]]:
+    """``samples`` answers to every prompt, sampled from the policy at ``temperature`` (the
+    rollout's distribution, not greedy): ``out[i]`` holds prompt i's answers. For pass@k."""
+    settings = SamplingSettings(temperature=temperature, max_new_tokens=max_new_tokens, do_sample=True)
+    repeated = [p for p in prompts for _ in range(samples)]
+    flat = _answers(model, repeated, settings, chunk, tokenizer, progress, f"{samples} samples per prompt", seed)
+    return [flat[i * samples:(i + 1) * samples] for i in range(len(prompts))]
+
+
+def _answers(model, prompts, settings: SamplingSettings, chunk: int, tokenizer, progress: bool, what: str,
+             seed: int | None = None) -> list[str]:
     from tqdm.auto import tqdm
 
     policy, tokenizer = _unpack(model, tokenizer)
-    settings = SamplingSettings(max_new_tokens=max_new_tokens, do_sample=False)
     answers: list[str] = []
-    for i in tqdm(range(0, len(prompts), chunk), desc="greedy answers", disable=not progress):
-        result = generate(policy, tokenizer, prompts=list(prompts[i:i + chunk]), settings=settings)
+    for i in tqdm(range(0, len(prompts), chunk), desc=what, disable=not progress):
+        chunk_seed = None if seed is None else seed + i  # each chunk its own stream, reproducible
+        result = generate(policy, tokenizer, prompts=list(prompts[i:i + chunk]), settings=settings, seed=chunk_seed)
         answers.extend(decode_responses(tokenizer, result.response_ids, result.response_mask))
     return answers
 

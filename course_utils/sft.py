@@ -18,6 +18,7 @@ starts with supervised fine-tuning on demonstrations, sized as a warm-up that le
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import time
 from dataclasses import asdict, dataclass
@@ -31,7 +32,7 @@ from course_utils import models, tasks
 from course_utils import ppo_math as pm
 from course_utils.config import field_docs
 from course_utils.device import pick_device, seed_everything, set_threads
-from course_utils.rollout import (greedy_answers, response_mask_from_ids, sequence_forward,
+from course_utils.rollout import (greedy_answers, response_mask_from_ids, sampled_answers, sequence_forward,
                                   stop_token_ids, tokenize_prompts)
 
 
@@ -46,7 +47,10 @@ class SFTConfig:
     demos: int = 200
     """How many train-split demonstrations to learn from, in one pass (a warm-up, not convergence)."""
     epochs: int = 1
-    """Passes over the demonstrations."""
+    """Passes over the demonstrations (an upper bound when ``max_train_minutes`` is set)."""
+    max_train_minutes: float = 0.0
+    """Stop after the step that spends this many training minutes (0: no budget). With all 400
+    demonstrations and many epochs this is the control arm "SFT for the whole budget"."""
     batch_size: int = 8
     """Demonstrations per optimizer step."""
     learning_rate: float = 2e-4
@@ -72,6 +76,7 @@ class SFTConfig:
         problems = [message for ok, message in (
             (self.demos >= 1, f"demos must be >= 1, got {self.demos}"),
             (self.epochs >= 1, f"epochs must be >= 1, got {self.epochs}"),
+            (self.max_train_minutes >= 0, f"max_train_minutes must be >= 0 (0 = no budget), got {self.max_train_minutes}"),
             (self.batch_size >= 1, f"batch_size must be >= 1, got {self.batch_size}"),
             (self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}"),
             (self.lora_rank >= 1, f"lora_rank must be >= 1 (the warm-up is a LoRA fine-tune), got {self.lora_rank}"),
@@ -131,6 +136,35 @@ def pass_rates(bundle, records: list, max_new_tokens: int) -> dict:
             "per_family": {k: float(np.mean(v)) for k, v in sorted(per_family.items())}, "answers": answers}
 
 
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased pass@k estimate from n samples of which c passed (Chen et al. 2021):
+
+        pass@k = 1 - C(n - c, k) / C(n, k)      (the chance that k of the n samples include a pass)
+
+    With k = n it is 1 if any sample passed; with k = 1 it is c / n."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    return 1.0 if n - c < k else 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def sampled_pass_rates(bundle, records: list, samples: int = 16, max_new_tokens: int = 16,
+                       temperature: float = 1.0, seed: int = 0, progress: bool = False) -> dict:
+    """pass@1 and pass@``samples`` of answers sampled at ``temperature``, overall and per family:
+    pass@1 is what the policy does on average, pass@k what it can do at all. RL on the policy's
+    own samples can move pass@1 towards pass@k, but a family with pass@k = 0 gives it nothing."""
+    answers = sampled_answers(bundle, [r.prompt for r in records], samples, max_new_tokens, temperature,
+                              seed=seed, progress=progress)
+    per_family: dict[str, list[tuple[float, float]]] = {}
+    for record, group in zip(records, answers):
+        c = sum(tasks.check(record, a).passed for a in group)
+        per_family.setdefault(record.family, []).append((pass_at_k(samples, c, 1), pass_at_k(samples, c, samples)))
+    every = [pair for pairs in per_family.values() for pair in pairs]
+    return {"k": samples, "temperature": temperature,
+            "pass_at_1": float(np.mean([a for a, _ in every])), "pass_at_k": float(np.mean([b for _, b in every])),
+            "per_family": {f: {"pass_at_1": float(np.mean([a for a, _ in v])), "pass_at_k": float(np.mean([b for _, b in v]))}
+                           for f, v in sorted(per_family.items())}}
+
+
 def train_sft(config: SFTConfig, progress: bool = True) -> dict:
     """Warm up ``config.model`` on demonstrations; save the merged model; return the metrics
     (``before``/``after``: the pass rates on ``eval_split`` and on its unseen phrasings)."""
@@ -155,10 +189,16 @@ def train_sft(config: SFTConfig, progress: bool = True) -> dict:
     losses, start = [], time.perf_counter()
     steps = config.epochs * -(-len(demos) // config.batch_size)
     policy.train()
+    budget = config.max_train_minutes * 60 or float("inf")
     with tqdm(total=steps, desc="SFT steps", disable=not progress) as bar:
-        for _ in range(config.epochs):
-            for i in range(0, len(demos), config.batch_size):
-                loss = sft_loss(policy, demo_batch(tokenizer, demos[i:i + config.batch_size], eos_id, device))
+        for epoch in range(config.epochs):
+            if losses and time.perf_counter() - start >= budget:
+                break
+            order = demos if epoch == 0 else random.Random(f"{config.seed}-{epoch}").sample(demos, len(demos))
+            for i in range(0, len(order), config.batch_size):
+                if losses and time.perf_counter() - start >= budget:
+                    break  # the budget is spent: stop after the step that spent it
+                loss = sft_loss(policy, demo_batch(tokenizer, order[i:i + config.batch_size], eos_id, device))
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
@@ -168,6 +208,7 @@ def train_sft(config: SFTConfig, progress: bool = True) -> dict:
     seconds = time.perf_counter() - start
     after = {name: pass_rates(bundle, records, config.max_new_tokens) for name, records in held_out.items()}
     metrics = {"config": asdict(config), "demos": len(demos), "steps": len(losses), "train_seconds": seconds,
+               "epochs_done": len(losses) * config.batch_size / len(demos),
                "threads": threads, "loss": losses, "before": before, "after": after}
     save_merged(bundle, config.run_dir / "model")
     report.write_sft_report(config.run_dir, metrics)

@@ -3,6 +3,7 @@
 import json
 from types import SimpleNamespace
 import math
+from pathlib import Path
 
 import pytest
 
@@ -89,3 +90,33 @@ def test_the_warm_up_runs_first_and_its_training_time_comes_out_of_the_budget(tm
     ppo = bl.child_command("configs/cpu_sft.yaml", 1, "cpu_sft-seed1", str(tmp_path), 15 - warm["train_minutes"], 2,
                            [f"model={warm['model']}"])
     assert "max_train_minutes=14.2" in ppo and f"model={warm['model']}" in ppo
+
+
+def test_the_sft_full_control_trains_on_every_demo_for_the_whole_budget_and_runs_no_ppo(tmp_path, monkeypatch):
+    ran = []
+
+    real_run = bl.child.subprocess.run
+
+    def fake_run(cmd, **kwargs):  # stands in for `python -m course_utils sft ...`; PPO must never start
+        if cmd[2:3] != ["course_utils"]:
+            return real_run(cmd, **kwargs)  # the machine description (lscpu and the like)
+        ran.append(cmd)
+        assert cmd[3] == "sft"
+        folder = Path(cmd[cmd.index("--output-dir") + 1]) / cmd[cmd.index("--run-name") + 1]
+        folder.mkdir(parents=True)
+        seed = int(cmd[cmd.index("--seed") + 1])
+        (folder / "metrics.json").write_text(json.dumps({
+            "train_seconds": 900.0, "steps": 450, "epochs_done": 9.0,
+            "before": {"test": {"pass_rate": 0.05}}, "after": {"test": {"pass_rate": 0.5 + seed / 100}}}))
+        return SimpleNamespace(returncode=0)
+
+    monkeypatch.setattr(bl.child.subprocess, "run", fake_run)
+    monkeypatch.setattr(bl.child, "start_child", lambda *a, **k: pytest.fail("the control arm started PPO"))
+    out = tmp_path / "sft_full.json"
+    report = bl.main(["--sft-full", "--seeds", "0", "2", "--minutes", "15", "--out", str(out)])
+    assert len(ran) == 2
+    for cmd in ran:
+        assert cmd[cmd.index("--demos") + 1] == "400" and cmd[cmd.index("--max-train-minutes") + 1] == "15.0"
+    assert [s["pass_after"]["test"] for s in report["seeds"]] == [0.5, 0.52]
+    assert report["summary"]["test"]["mean"] == pytest.approx(0.51)
+    assert json.loads(out.read_text())["arm"] == "sft_full"

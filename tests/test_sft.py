@@ -77,3 +77,44 @@ def test_bad_sft_settings_are_refused():
         sft.SFTConfig(eval_split="train").validate()
     with pytest.raises(ValueError, match="demos must be >= 1"):
         sft.SFTConfig(demos=0).validate()
+
+
+def test_pass_at_k_matches_counting_every_subset():
+    from itertools import combinations
+
+    n = 6
+    for c in range(n + 1):
+        outcomes = [True] * c + [False] * (n - c)
+        for k in range(1, n + 1):
+            subsets = list(combinations(outcomes, k))
+            expected = sum(any(s) for s in subsets) / len(subsets)
+            assert sft.pass_at_k(n, c, k) == pytest.approx(expected)
+    with pytest.raises(ValueError):
+        sft.pass_at_k(4, 5, 1)
+
+
+def test_sampled_answers_are_reproducible_and_pass_at_k_is_at_least_pass_at_1(tiny_model_dir):
+    from course_utils.models import load_bundle
+    from course_utils.rollout import sampled_answers
+
+    bundle = load_bundle(tiny_model_dir, device="cpu", seed=0)
+    records = tasks.load_split("test")[:3]
+    prompts = [r.prompt for r in records]
+    first = sampled_answers(bundle, prompts, samples=4, max_new_tokens=4, chunk=5, seed=1)
+    assert [len(group) for group in first] == [4, 4, 4]
+    assert sampled_answers(bundle, prompts, samples=4, max_new_tokens=4, chunk=5, seed=1) == first
+    assert sampled_answers(bundle, prompts, samples=4, max_new_tokens=4, chunk=5, seed=2) != first
+    rates = sft.sampled_pass_rates(bundle, records, samples=4, max_new_tokens=4)
+    assert 0 <= rates["pass_at_1"] <= rates["pass_at_k"] <= 1 and rates["k"] == 4
+    for family in rates["per_family"].values():
+        assert family["pass_at_1"] <= family["pass_at_k"]
+
+
+def test_a_time_budget_stops_sft_after_the_step_that_spends_it(tmp_path):
+    config = sft.SFTConfig(model=hub.TINY_MODEL, demos=8, epochs=1000, batch_size=4, max_train_minutes=1e-6,
+                           eval_prompts=10, max_new_tokens=2, output_dir=str(tmp_path), run_name="budget",
+                           threads=2, lora_rank=4, lora_alpha=8)
+    metrics = sft.train_sft(config, progress=False)
+    assert metrics["steps"] == 1  # one step always runs; the budget is checked before the next
+    with pytest.raises(ValueError, match="max_train_minutes must be >= 0"):
+        sft.SFTConfig(max_train_minutes=-1).validate()

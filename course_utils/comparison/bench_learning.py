@@ -152,26 +152,44 @@ def plot_variant_gains(reports: dict[str, dict], target: float = TARGET_GAIN_POI
     return fig
 
 
-def sft_command(seed: int, run_name: str, output_dir: str, threads: int) -> list[str]:
-    """The SFT warm-up of one seed (its defaults: the measured 200-demo warm-up)."""
+SFT_FULL_ARGS = ("--demos", 400, "--epochs", 1000)
+"""The control arm's SFT: every train demonstration, as many passes as the budget allows."""
+
+
+def sft_command(seed: int, run_name: str, output_dir: str, threads: int, extra=()) -> list[str]:
+    """The SFT of one seed (its defaults: the measured 200-demo warm-up)."""
     return child.python_command("course_utils", "sft", "--seed", seed, "--run-name", run_name,
-                                "--output-dir", output_dir, "--threads", threads)
+                                "--output-dir", output_dir, "--threads", threads, *extra)
 
 
-def run_warm_up(seed: int, name: str, output_dir: Path, threads: int, env: dict) -> dict:
-    """Run the warm-up of one seed to the end; return where its model is and what it cost.
+def run_warm_up(seed: int, name: str, output_dir: Path, threads: int, env: dict, extra=()) -> dict:
+    """Run the SFT of one seed to the end; return where its model is and what it cost.
     Its training time counts against the seed's budget (evaluations do not, as for PPO)."""
     run_name = f"{name}-sft"
     log = output_dir / f"{run_name}.log"
-    cmd = sft_command(seed, run_name, str(output_dir), threads)
-    print(f"seed {seed}: {' '.join(cmd[1:])}  (log: {log})", flush=True)
+    cmd = sft_command(seed, run_name, str(output_dir), threads, extra)
+    print(f"seed {seed}: {' '.join(map(str, cmd[1:]))}  (log: {log})", flush=True)
     code, _ = child.run_child(cmd, log, env=env)
     if code != 0:
-        raise RuntimeError(f"the SFT warm-up of seed {seed} exited with {code}; see {log}")
+        raise RuntimeError(f"the SFT of seed {seed} exited with {code}; see {log}")
     metrics = json.loads((output_dir / run_name / "metrics.json").read_text())
     return {"model": str(output_dir / run_name / "model"), "train_minutes": metrics["train_seconds"] / 60,
+            "steps": metrics.get("steps"), "epochs_done": metrics.get("epochs_done"),
             "pass_after": {name: m["pass_rate"] for name, m in metrics["after"].items()},
-            "pass_before": {name: m["pass_rate"] for name, m in metrics["before"].items()}}
+            "pass_before": {name: m["pass_rate"] for name, m in metrics["before"].items()},
+            "per_family_after": {name: m.get("per_family", {}) for name, m in metrics["after"].items()}}
+
+
+def run_sft_full(args, output_dir: Path, threads: int) -> dict:
+    """The control arm (c): SFT alone for the whole budget, no PPO. Was PPO worth more than more SFT?"""
+    seeds = []
+    for seed in args.seeds:
+        env = child.child_env(threads, COURSE_THREADS=str(threads))
+        warm = run_warm_up(seed, f"sft_full-seed{seed}", output_dir, threads, env,
+                           [*SFT_FULL_ARGS, "--max-train-minutes", args.minutes])
+        seeds.append({"seed": seed, **warm})
+    means = {name: {"mean": float(np.mean([s["pass_after"][name] for s in seeds]))} for name in seeds[0]["pass_after"]}
+    return {"arm": "sft_full", "minutes": args.minutes, "threads_per_run": threads, "seeds": seeds, "summary": means}
 
 
 def child_command(config: str, seed: int, run_name: str, output_dir: str, minutes: float, threads: int,
@@ -215,6 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sft", action="store_true",
                    help="warm each seed up with `python -m course_utils sft` first and start PPO from its model; "
                         "the warm-up's training time is taken out of the budget")
+    p.add_argument("--sft-full", action="store_true",
+                   help="the control arm: SFT alone on all train demonstrations for the whole budget, no PPO")
     return p
 
 
@@ -235,6 +255,11 @@ def main(argv: list[str] | None = None) -> dict:
     output_dir.mkdir(parents=True, exist_ok=True)
     cores = os.cpu_count() or 1
     threads = max(1, cores // args.parallel)
+    if args.sft_full:
+        report = {**run_sft_full(args, output_dir, threads), "machine": machine_info(), "versions": package_versions()}
+        out.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"SFT for the whole budget: {report['summary']}\nwrote {out}")
+        return report
     base = Path(args.config).stem
     machine = machine_info()
     started = time.perf_counter()
@@ -255,7 +280,7 @@ def main(argv: list[str] | None = None) -> dict:
                 minutes = args.minutes - warm_ups[seed]["train_minutes"]
                 extra.append(f"model={warm_ups[seed]['model']}")
             cmd = child_command(args.config, seed, name, str(output_dir), minutes, threads, extra)
-            print(f"seed {seed}: {' '.join(cmd[1:])}  (log: {log})", flush=True)
+            print(f"seed {seed}: {' '.join(map(str, cmd[1:]))}  (log: {log})", flush=True)
             proc = child.start_child(cmd, log, env=env)
             running.append((seed, proc, time.perf_counter(), log))
         time.sleep(2)

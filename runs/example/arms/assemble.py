@@ -1,36 +1,47 @@
-"""How runs/example/arms/ was made (kept so the numbers can be traced; run from the repository root).
+"""How runs/example/arms/ and runs/example/rlhf_learning.json were made (kept so every number can be
+traced; run from the repository root after the arms below, each one alone on 2 threads).
 
-1. The arm itself, seeds one after another on 2 threads, nothing else running:
-       python -m course_utils bench-learning --config configs/cpu_sft.yaml --sft --seeds 0 1 2 \
-           --minutes 15 --parallel 1 --out /tmp/arms/sft_ppo_checker.json
-   (each seed: the 200-demo SFT warm-up, then PPO from it for 15 minutes minus the warm-up's
-   training time; the run folders are in /tmp/arms/learning/, models and checkpoints not kept here)
-2. This script: every seed's final policy (its last checkpoint) answers the unseen-phrasing set
-   too, then the per-seed numbers go into rlhf_learning.json with mean and standard error.
+1. The arms, seeds one after another, nothing else running (the folders are given to this script):
+       # (d) SFT warm-up + PPO on the checker                                  -> <checker>/
+       python -m course_utils bench-learning --config configs/cpu_sft.yaml --sft --out <checker>/sft_ppo_checker.json
+       # (e) SFT warm-up + PPO on the learned reward model of week 6 (beta 0.05) -> <learned>/
+       COURSE_RM_DIR=runs/week06/reward_model python -m course_utils bench-learning --config configs/rlhf_cpu.yaml \
+           --sft --out <learned>/sft_ppo_learned_rm.json
+       # (e') the same with a stronger KL anchor (beta 0.2), for the over-optimisation figure -> <anchored>/
+       ... the same command with --set kl_coef=0.2 --out <anchored>/sft_ppo_learned_rm.json
+       # (c) the control: SFT alone for the whole 15-minute budget, no PPO     -> <full>/
+       python -m course_utils bench-learning --sft-full --out <full>/sft_full.json
+   (all: --seeds 0 1 2 --minutes 15 --parallel 1 unless the JSON says otherwise; the SFT warm-up's
+   training time is taken out of PPO's 15 minutes.)
+2. This script, with nothing else running: every final policy answers the unseen-phrasing set too;
+   the SFT starts and the PPO policies are sampled 16 times per prompt (pass@1, pass@16); the
+   answers the reward model overpays are scored and quoted; then the JSON and the figures.
 
-    python runs/example/arms/assemble.py /tmp/arms
+    python runs/example/arms/assemble.py --checker /tmp/arms --learned /tmp/arms2 \
+        --anchored /tmp/arms_kl02 --full /tmp/arms_full
+
+Post-hoc measurements are cached in <learned>/posthoc.json, so a second call only redraws.
 """
 
+from __future__ import annotations
+
+import argparse
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
 
+from course_utils import sft, tasks
 from course_utils.config import PPOConfig
+from course_utils.lesson_aids import pipeline_plots
 from course_utils.tasks import UNSEEN_SPLIT
-from course_utils.trainer import PPOTrainer
+from course_utils.trainer import PPOTrainer, balanced_subset
 
 HERE = Path(__file__).resolve().parent
 KEEP = ("report.md", "curves.png", "metrics.jsonl", "evals.jsonl", "summary.json", "config.json", "samples.json")
-
-
-def unseen_pass_rate(run_dir: Path) -> float:
-    config = PPOConfig(**{**json.loads((run_dir / "config.json").read_text()), "eval_split": UNSEEN_SPLIT})
-    trainer = PPOTrainer(config, quiet=True)
-    assert trainer.load_checkpoint(), f"no checkpoint in {run_dir}"
-    return trainer.evaluate()["pass_rate"]
+SAMPLES = 16
+SETS = ("test", UNSEEN_SPLIT)
 
 
 def mean_se(values: list[float]) -> dict:
@@ -38,44 +49,193 @@ def mean_se(values: list[float]) -> dict:
     return {"mean": float(x.mean()), "se": float(x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else 0.0}
 
 
-def main(source: Path) -> None:
-    bench = json.loads((source / "sft_ppo_checker.json").read_text())
-    arms = {"sft": {"test": [], UNSEEN_SPLIT: []}, "sft_ppo_checker": {"test": [], UNSEEN_SPLIT: []}}
+def trainer_at_end(run_dir: Path, split: str = "test") -> PPOTrainer:
+    """The run's final policy (its last checkpoint), evaluating on ``split``."""
+    config = PPOConfig(**{**json.loads((run_dir / "config.json").read_text()), "eval_split": split})
+    trainer = PPOTrainer(config, quiet=True)
+    assert trainer.load_checkpoint(), f"no checkpoint in {run_dir}"
+    return trainer
+
+
+def held_out(split: str) -> list:
+    return balanced_subset(tasks.load_split(split), 100)
+
+
+def sampled(bundle, split: str, seed: int) -> dict:
+    return sft.sampled_pass_rates(bundle, held_out(split), samples=SAMPLES, max_new_tokens=16, seed=seed)
+
+
+def ppo_posthoc(run_dir: Path, seed: int) -> dict:
+    """Unseen-phrasing greedy pass rate and pass@1/pass@16 on the main set of a final PPO policy."""
+    trainer = trainer_at_end(run_dir, UNSEEN_SPLIT)
+    return {"unseen_pass": trainer.evaluate()["pass_rate"], "sampled_test": sampled(trainer.bundle, "test", seed)}
+
+
+def sft_posthoc(model_dir: Path, seed: int) -> dict:
+    from course_utils.models import load_bundle
+
+    bundle = load_bundle(str(model_dir), device="cpu", seed=seed)
+    return {split: sampled(bundle, split, seed) for split in SETS}
+
+
+def overpaid_answers(run_dir: Path, reward_dir: Path, top: int = 8) -> list[dict]:
+    """The final held-out answers that fail the checker, ranked by the reward model's score."""
+    from course_utils.reward_model import load_reward_model
+
+    records = held_out("test")
+    answers = [json.loads(line) for line in open(run_dir / "evals.jsonl")][-1]["answers"]
+    model = load_reward_model(reward_dir)
+    scores = model.score([r.prompt for r in records], answers, records).tolist()
+    rows = [{"family": r.family, "prompt": r.prompt, "answer": a, "target": r.target, "rm_score": round(s, 3)}
+            for r, a, s in zip(records, answers, scores) if not tasks.check(r, a).passed]
+    return sorted(rows, key=lambda row: -row["rm_score"])[:top]
+
+
+def copy_run(run_dir: Path, name: str) -> None:
+    target = HERE / "learning" / name
+    target.mkdir(parents=True, exist_ok=True)
+    for file in KEEP:
+        if (run_dir / file).is_file():
+            shutil.copy(run_dir / file, target / file)
+    sft_dir = run_dir.parent / f"{run_dir.name}-sft"
+    if sft_dir.is_dir():
+        (target / "sft").mkdir(exist_ok=True)
+        for file in ("report.md", "loss.png"):
+            shutil.copy(sft_dir / file, target / "sft" / file)
+
+
+def ppo_arm(folder: Path, json_name: str, arm: str, cache: dict) -> tuple[dict, list[dict]]:
+    bench = json.loads((folder / json_name).read_text())
+    values = {"test": [], UNSEEN_SPLIT: []}
     for seed in bench["seeds"]:
         run_dir = Path(seed["run_dir"])
-        arms["sft"]["test"].append(100 * seed["pass_before"])  # PPO's own evaluation of its start
-        arms["sft"][UNSEEN_SPLIT].append(100 * seed["sft"]["pass_after"][UNSEEN_SPLIT])
-        arms["sft_ppo_checker"]["test"].append(100 * seed["pass_after"])
-        arms["sft_ppo_checker"][UNSEEN_SPLIT].append(100 * unseen_pass_rate(run_dir))
-        target = HERE / "learning" / run_dir.name
-        target.mkdir(parents=True, exist_ok=True)
-        for name in KEEP:
-            if (run_dir / name).is_file():
-                shutil.copy(run_dir / name, target / name)
-        sft_dir = run_dir.parent / f"{run_dir.name}-sft"
-        (target / "sft").mkdir(exist_ok=True)
-        for name in ("report.md", "loss.png"):
-            shutil.copy(sft_dir / name, target / "sft" / name)
-    arms = {arm: {split: [round(v, 2) for v in values] for split, values in sets.items()} for arm, sets in arms.items()}
+        key = f"{arm}/{run_dir.name}"
+        if key not in cache:
+            cache[key] = ppo_posthoc(run_dir, seed["seed"])
+        values["test"].append(100 * seed["pass_after"])
+        values[UNSEEN_SPLIT].append(100 * cache[key]["unseen_pass"])
+        copy_run(run_dir, f"{arm}-seed{seed['seed']}")
+    kept_json(bench, arm)
+    return values, bench["seeds"]
+
+
+def kept_json(bench: dict, arm: str) -> None:
+    """The bench JSON next to the kept runs, its paths pointing at what is kept here."""
+    kept = json.loads(json.dumps(bench))
+    for seed in kept["seeds"]:
+        if "run_dir" in seed:
+            seed["run_dir"] = f"runs/example/arms/learning/{arm}-seed{seed['seed']}"
+        if "sft" in seed or "model" in seed:
+            (seed.get("sft") or seed)["model"] = "(not kept: a 540 MB model folder; rerun the command to rebuild it)"
+    (HERE / f"{arm}.json").write_text(json.dumps(kept, indent=1) + "\n")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    for name in ("checker", "learned", "anchored", "full"):
+        p.add_argument(f"--{name}", type=Path)
+    p.add_argument("--reward-model", type=Path, default=Path("runs/week06/reward_model"))
+    args = p.parse_args()
+    cache_file = args.learned / "posthoc.json"
+    cache = json.loads(cache_file.read_text()) if cache_file.is_file() else {}
+
+    def save_cache():
+        cache_file.write_text(json.dumps(cache, indent=1) + "\n")
+
+    arms: dict[str, dict[str, list[float]]] = {}
+    checker, checker_seeds = ppo_arm(args.checker, "sft_ppo_checker.json", "sft_ppo_checker", cache)
+    save_cache()
+    # (a) and (b) from the warm-ups' own before/after evaluations (greedy, so the base model is one number).
+    warm = [s["sft"] for s in checker_seeds]
+    arms["base"] = {split: [100 * warm[0]["pass_before"][split]] for split in SETS}
+    arms["sft"] = {split: [100 * w["pass_after"][split] for w in warm] for split in SETS}
+    if args.full and (args.full / "sft_full.json").is_file():
+        full = json.loads((args.full / "sft_full.json").read_text())
+        arms["sft_full"] = {split: [100 * s["pass_after"][split] for s in full["seeds"]] for split in SETS}
+        kept_json(full, "sft_full")
+    arms["sft_ppo_checker"] = checker
+    learned, learned_seeds = ppo_arm(args.learned, "sft_ppo_learned_rm.json", "sft_ppo_learned_rm", cache)
+    arms["sft_ppo_learned_rm"] = learned
+    save_cache()
+    anchored_seeds = []
+    if args.anchored and (args.anchored / "sft_ppo_learned_rm.json").is_file():
+        arms["sft_ppo_learned_rm_kl0.2"], anchored_seeds = ppo_arm(args.anchored, "sft_ppo_learned_rm.json",
+                                                                   "sft_ppo_learned_rm_kl0.2", cache)
+        save_cache()
     instruct = json.loads((HERE.parent / "learning.json").read_text())
-    arms["ppo_instruct"] = {"test": [round(100 * s["pass_after"], 2) for s in instruct["seeds"]]}
-    record = {
+    arms["ppo_instruct"] = {"test": [100 * s["pass_after"] for s in instruct["seeds"]]}
+
+    # The ceiling: pass@16 of each seed's SFT start (the checker arm's warm-ups).
+    for s in checker_seeds:
+        key = f"sft_start/seed{s['seed']}"
+        if key not in cache:
+            cache[key] = sft_posthoc(Path(s["sft"]["model"]), s["seed"])
+            save_cache()
+    starts = [cache[f"sft_start/seed{s['seed']}"] for s in checker_seeds]
+    ceiling = {split: [100 * st[split]["pass_at_k"] for st in starts] for split in SETS}
+    pass_at = {"sft": {split: {"pass_at_1": [100 * st[split]["pass_at_1"] for st in starts],
+                               "pass_at_16": ceiling[split]} for split in SETS}}
+    per_family = {"sft": {f: {"pass_at_1": float(np.mean([100 * st["test"]["per_family"][f]["pass_at_1"] for st in starts])),
+                              "pass_at_16": float(np.mean([100 * st["test"]["per_family"][f]["pass_at_k"] for st in starts]))}
+                          for f in starts[0]["test"]["per_family"]}}
+    for arm, seeds in (("sft_ppo_checker", checker_seeds), ("sft_ppo_learned_rm", learned_seeds),
+                       ("sft_ppo_learned_rm_kl0.2", anchored_seeds)):
+        if not seeds:
+            continue
+        runs = [cache[f"{arm}/{Path(s['run_dir']).name}"]["sampled_test"] for s in seeds]
+        pass_at[arm] = {"test": {"pass_at_1": [100 * r["pass_at_1"] for r in runs],
+                                 "pass_at_16": [100 * r["pass_at_k"] for r in runs]}}
+        per_family[arm] = {f: {"pass_at_1": float(np.mean([100 * r["per_family"][f]["pass_at_1"] for r in runs])),
+                               "pass_at_16": float(np.mean([100 * r["per_family"][f]["pass_at_k"] for r in runs])),
+                               "greedy_after": float(np.mean([100 * s["per_task_after"][f] for s in seeds])),
+                               "greedy_before": float(np.mean([100 * s["per_task_before"][f] for s in seeds]))}
+                           for f in runs[0]["per_family"]}
+
+    # Over-optimisation: every learned-reward run's evaluations against sqrt(KL).
+    curves = {}
+    for label, seeds in (("β=0.05", learned_seeds), ("β=0.2", anchored_seeds)):
+        for s in seeds:
+            run_dir = Path(s["run_dir"])
+            evals = [json.loads(line) for line in open(run_dir / "evals.jsonl")]
+            history = [json.loads(line) for line in open(run_dir / "metrics.jsonl")]
+            curves[f"{label} seed {s['seed']}"] = pipeline_plots.overoptimisation_points(evals, history)
+    if "overpaid" not in cache:
+        cache["overpaid"] = {f"seed{s['seed']}": overpaid_answers(Path(s["run_dir"]), args.reward_model)
+                             for s in learned_seeds}
+        save_cache()
+
+    arms = {arm: {split: [round(v, 2) for v in values] for split, values in sets.items()} for arm, sets in arms.items()}
+    report = {
         "arms": arms,
-        "ceiling": {},  # the sampled pass@16 of the SFT start: not measured yet
-        "summary": {arm: {split: mean_se(v) for split, v in sets.items()} for arm, sets in arms.items()},
-        "gain_over_sft_points": mean_se([a - b for a, b in zip(arms["sft_ppo_checker"]["test"], arms["sft"]["test"])]),
-        "per_seed_updates": [s["updates"] for s in bench["seeds"]],
-        "per_seed_sft_train_minutes": [s["sft"]["train_minutes"] for s in bench["seeds"]],
-        "bench_learning": {k: bench[k] for k in ("config", "minutes", "parallel", "threads_per_run", "machine",
-                                                 "load_average_after", "wall_minutes_total", "versions")},
-        "notes": "test: 100 held-out prompts (10 per family); test_unseen: the same prompts in unseen phrasings. "
-                 "ppo_instruct: the cpu preset from the instruct model (runs/example/learning.json). "
-                 "Arms base, sft_full and sft_ppo_learned_rm: not measured yet.",
+        "ceiling": {split: [round(v, 2) for v in values] for split, values in ceiling.items()},
+        "summary": {arm: {split: mean_se(values) for split, values in sets.items()} for arm, sets in arms.items()},
+        "gain_over_sft_points": {arm: mean_se([a - b for a, b in zip(arms[arm]["test"], arms["sft"]["test"])])
+                                 for arm in arms if arm.startswith("sft_") and len(arms[arm]["test"]) == 3},
+        "pass_at_k": pass_at,
+        "per_family_test": per_family,
+        "overoptimisation": curves,
+        "overpaid_answers": cache["overpaid"],
+        "per_seed_updates": {arm: [s["updates"] for s in seeds] for arm, seeds in
+                             (("sft_ppo_checker", checker_seeds), ("sft_ppo_learned_rm", learned_seeds),
+                              ("sft_ppo_learned_rm_kl0.2", anchored_seeds)) if seeds},
+        "per_seed_sft_train_minutes": [w["train_minutes"] for w in warm],
+        "notes": ("test: 100 held-out prompts (10 per family), greedy, strict checker; test_unseen: the same prompts "
+                  "in instruction phrasings no training or SFT prompt uses. base: the instruct model (greedy, so one "
+                  "number). ppo_instruct: the cpu preset from the instruct model (runs/example/learning.json). "
+                  f"ceiling: pass@{SAMPLES} at temperature 1 of each seed's SFT start."),
     }
-    (HERE.parent / "rlhf_learning.json").write_text(json.dumps(record, indent=1) + "\n")
-    print(json.dumps(record["summary"], indent=1))
-    print("gain over SFT:", record["gain_over_sft_points"])
+    (HERE.parent / "rlhf_learning.json").write_text(json.dumps(report, indent=1) + "\n")
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    labels = {"test": "main held-out set", UNSEEN_SPLIT: "unseen phrasings"}
+    pipeline_plots.plot_arms(arms, ceiling, labels).savefig(HERE / "arms.png", dpi=90)
+    start = float(np.mean(arms["sft"]["test"]))
+    pipeline_plots.plot_overoptimisation(curves, start_gold=start).savefig(HERE / "overoptimisation.png", dpi=90)
+    for arm, sets in report["summary"].items():
+        print(arm, {split: f"{v['mean']:.1f} ± {v['se']:.1f}" for split, v in sets.items()})
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/arms"))
+    main()

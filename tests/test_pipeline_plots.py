@@ -1,0 +1,46 @@
+"""The pipeline's figures: over-optimisation points read from a run's logs, and the arms chart."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from course_utils.lesson_aids import pipeline_plots as pp
+
+
+def test_each_evaluation_gets_the_kl_of_the_rollout_its_policy_sampled_next():
+    history = [{"update": u, "kl_per_sequence": kl} for u, kl in ((1, 0.0), (2, 0.5), (3, 4.0), (4, -0.3))]
+    evals = [{"update": 0, "mean_reward": 0.1, "pass_rate": 0.4},
+             {"update": 2, "mean_reward": 0.7, "pass_rate": 0.5},
+             {"update": 3, "mean_reward": 0.9, "pass_rate": 0.2},
+             {"update": 4, "mean_reward": 1.2, "pass_rate": 0.1}]
+    points = pp.overoptimisation_points(evals, history)
+    assert points["update"] == [0, 2, 3, 4]
+    # update 0: the reference itself; after 2 updates the next rollout (update 3) had KL 4.0;
+    # after 3 it is update 4's -0.3, floored at 0; the last evaluation takes the last rollout.
+    assert points["sqrt_kl"] == pytest.approx([0.0, 2.0, 0.0, 0.0])
+    assert points["proxy"] == pytest.approx([0.1, 0.7, 0.9, 1.2])
+    assert points["gold"] == pytest.approx([40.0, 50.0, 20.0, 10.0])
+
+
+def test_the_overoptimisation_figure_draws_proxy_and_gold_per_run():
+    curves = {"beta 0.05": {"sqrt_kl": [0, 1, 2], "proxy": [0.1, 0.5, 1.0], "gold": [46, 40, 30]},
+              "beta 0.2": {"sqrt_kl": [0, 0.5, 0.8], "proxy": [0.1, 0.3, 0.4], "gold": [46, 48, 49]}}
+    fig = pp.plot_overoptimisation(curves, start_gold=46)
+    proxy_ax, gold_ax = fig.axes
+    assert [line.get_label() for line in proxy_ax.lines] == list(curves)
+    assert list(gold_ax.lines[1].get_ydata()) == [46, 48, 49]
+    assert gold_ax.lines[-1].get_ydata()[0] == 46  # the SFT start, dashed
+
+
+def test_the_arms_chart_draws_the_mean_and_standard_error_per_arm_and_set():
+    arms = {"sft": {"test": [46, 45, 46], "test_unseen": [27, 28, 29]}, "sft_ppo": {"test": [58, 55, 52]}}
+    fig = pp.plot_arms(arms, ceiling={"test": [63, 64, 62]})
+    ax = fig.axes[0]
+    heights = sorted(p.get_height() for p in ax.patches)
+    assert heights == pytest.approx(sorted([(46 + 45 + 46) / 3, 55.0, 28.0]))
+    se = math.sqrt(((58 - 55) ** 2 + 0 + (52 - 55) ** 2) / 2) / math.sqrt(3)
+    whiskers = [seg for coll in ax.collections for seg in coll.get_segments()]
+    assert any(abs((seg[1][1] - seg[0][1]) / 2 - se) < 1e-9 for seg in whiskers)
+    assert any(line.get_linestyle() == "--" and line.get_ydata()[0] == pytest.approx(63) for line in ax.lines)
