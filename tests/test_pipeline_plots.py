@@ -44,3 +44,10 @@ def test_the_arms_chart_draws_the_mean_and_standard_error_per_arm_and_set():
     whiskers = [seg for coll in ax.collections for seg in coll.get_segments()]
     assert any(abs((seg[1][1] - seg[0][1]) / 2 - se) < 1e-9 for seg in whiskers)
     assert any(line.get_linestyle() == "--" and line.get_ydata()[0] == pytest.approx(63) for line in ax.lines)
+
+
+def test_the_pass_at_k_chart_puts_both_rates_of_every_family_on_its_row():
+    per_family = {"json_object": {"pass_at_1": 0.6, "pass_at_k": 1.0}, "result_sum": {"pass_at_1": 0.0, "pass_at_k": 0.0}}
+    ax = pp.plot_pass_at_k(per_family, 16).axes[0]
+    assert sorted(p.get_width() for p in ax.patches) == pytest.approx([0, 0, 60, 100])
+    assert [t.get_text() for t in ax.get_yticklabels()] == list(per_family)

@@ -73,6 +73,12 @@ GLOSSARY: dict[str, str] = {
     "all-reduce": "올리듀스 (all-reduce, 프로세스 간 합산)",
     "ZeRO": "ZeRO (옵티마이저 상태 분할)",
     "rollout engine": "롤아웃 엔진 (vLLM 등 생성 전용 엔진)",
+    "demonstration": "시연 데이터 (demonstration: 프롬프트와 정답)",
+    "warm-up": "워밍업 (PPO 전의 짧은 SFT)",
+    "pass@k": "pass@k (k개 샘플 중 하나라도 통과할 확률)",
+    "over-optimisation": "과최적화 (over-optimisation)",
+    "proxy reward": "대리 보상 (proxy reward: 학습된 보상 모델의 점수)",
+    "gold reward": "기준 보상 (gold reward: 실제로 원하는 평가)",
 }
 
 MEANINGS: dict[str, str] = {
@@ -136,6 +142,12 @@ MEANINGS: dict[str, str] = {
     "all-reduce": "a collective that sums (or averages) a tensor over all processes and gives each the result",
     "ZeRO": "DeepSpeed's sharding of optimizer states, gradients and weights across data-parallel processes",
     "rollout engine": "a separate inference server (vLLM, SGLang) that generates rollouts with the latest weights",
+    "demonstration": "a prompt with a good answer written out, for supervised fine-tuning",
+    "warm-up": "a short SFT before PPO, sized to lift the pass rate off zero while leaving PPO room",
+    "pass@k": "the chance that at least one of k sampled answers passes; pass@1 is the mean pass rate of samples",
+    "over-optimisation": "the proxy reward still rising while the gold measure stops following it and falls",
+    "proxy reward": "the reward PPO actually maximises, e.g. a learned reward model's score",
+    "gold reward": "the measure we really care about, here the task checker standing in for human judgement",
 }
 
 

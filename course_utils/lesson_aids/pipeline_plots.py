@@ -93,3 +93,24 @@ def plot_arms(arms: Mapping[str, Mapping[str, Sequence[float]]], ceiling: Mappin
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     return fig
+
+
+def plot_pass_at_k(per_family: Mapping[str, Mapping[str, float]], k: int, title: str = "") -> Figure:
+    """pass@1 and pass@k per task family (fractions in ``per_family[f]["pass_at_1"]`` and
+    ``["pass_at_k"]``), side by side: the gap is what RL on the policy's own samples can reach; a
+    family at pass@k = 0 is out of its reach."""
+    families = list(per_family)
+    y = np.arange(len(families))
+    fig = Figure(figsize=(6.5, 0.35 * len(families) + 1.4))
+    ax = fig.subplots()
+    ax.barh(y - 0.2, [100 * per_family[f]["pass_at_1"] for f in families], 0.4, color="C0", label="pass@1")
+    ax.barh(y + 0.2, [100 * per_family[f]["pass_at_k"] for f in families], 0.4, color="C1", alpha=0.7,
+            label=f"pass@{k}")
+    ax.set_yticks(y, families, fontsize=8)
+    ax.invert_yaxis()
+    ax.set(xlabel="held-out pass rate of sampled answers, %", xlim=(0, 100),
+           title=title or f"what the policy does (pass@1) and what it can do (pass@{k})")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig
