@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE ?= 1
 export TRL_EXPERIMENTAL_SILENCE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup lab test test-unit test-notebooks sft ppo-sft rlhf ppo bench bench-learning figures data model clean-venv
+.PHONY: setup lab test test-unit test-notebooks sft ppo-sft rlhf ppo bench bench-learning figures data model clean-notebooks clean-venv
 
 setup: $(STAMP)  ## create .venv, install the pinned packages and provision the model
 
@@ -64,6 +64,9 @@ figures: $(STAMP)  ## regenerate figures/
 
 data: $(STAMP)  ## regenerate data/ (deterministic)
 	$(PY) -m course_utils data
+
+clean-notebooks: $(STAMP)  ## strip execution timestamps from notebooks/ before committing (tests check it)
+	$(PY) -m course_utils clean-notebooks
 
 clean-venv:
 	rm -rf $(VENV)

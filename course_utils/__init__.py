@@ -19,8 +19,8 @@ The algorithm (top level), in reading order for weeks 1-7
     reward_model      the Bradley-Terry reward model: training, scoring, evaluation
 
 Lesson aids (``lesson_aids/``): what notebooks call to show, check and quiz
-    plots, widgets, figures, reward_model_plots, token_views, diagnostics, policy_lag, quiz,
-    glossary, exercises
+    plots, widgets, figures, reward_model_plots, pipeline_plots (the arms, over-optimisation,
+    pass@k), token_views, diagnostics, policy_lag, quiz, glossary, exercises
 
 The comparison harness (``comparison/``): TRL's PPOTrainer on our configuration, benchmarks
     trl_adapter (TRL built and run one way), child (one child-process launcher),
@@ -28,7 +28,8 @@ The comparison harness (``comparison/``): TRL's PPOTrainer on our configuration,
 
 Machinery (``machinery/``): what engineers read
     paths, hub (model files), parameters, distributed, metrics, stop_rules, run_checks,
-    checkpoint, faults, report, data_files, versions, packed_linear (faster CPU kernels)
+    checkpoint, faults, report, data_files, versions, packed_linear (faster CPU kernels),
+    notebook_clean (no execution timestamps in committed notebooks)
 
 Formula index (formula -> function)
 -----------------------------------
@@ -55,6 +56,7 @@ Formula index (formula -> function)
     the minibatch loss (policy + value - entropy)       update.minibatch_loss
     missing-EOS penalty on the score                    ppo_math.penalise_missing_eos
     SFT loss on the response tokens                     sft.sft_loss
+    unbiased pass@k from n samples with c passes        sft.pass_at_k
 
 Command line: ``python -m course_utils --help``.
 """

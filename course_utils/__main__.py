@@ -85,6 +85,12 @@ def cmd_glossary(argv: list[str]) -> None:
     print(f"updated the glossary table in {README}")
 
 
+def cmd_clean_notebooks(argv: list[str]) -> None:
+    from course_utils.machinery import notebook_clean
+
+    notebook_clean.main(argv)
+
+
 # The one table of commands: name -> (what it does, the function that takes its arguments).
 # Each command parses its own options (`python -m course_utils ppo --help`).
 COMMANDS = {
@@ -97,6 +103,8 @@ COMMANDS = {
     "bench-learning": ("does a preset learn? seeds x a training-time budget", cmd_bench_learning),
     "figures": ("regenerate figures/", cmd_figures),
     "glossary": ("print the English-Korean glossary (--readme: rewrite README's table)", cmd_glossary),
+    "clean-notebooks": ("strip execution timestamps from notebooks/ (--check: only report, for CI)",
+                        cmd_clean_notebooks),
 }
 
 

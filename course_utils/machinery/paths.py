@@ -10,4 +10,5 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CONFIGS_DIR = REPO_ROOT / "configs"
 DATA_DIR = REPO_ROOT / "data"
 FIGURES_DIR = REPO_ROOT / "figures"
+NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 README = REPO_ROOT / "README.md"

@@ -1,0 +1,61 @@
+"""Committed notebooks without volatile metadata, as nbdev's clean step keeps them.
+
+Executing a notebook stamps every code cell with ``metadata.execution`` (four iopub timestamps):
+noise in every diff, and a record of when, not what. ``clean_notebook`` removes those stamps; outputs,
+tags, ``source_hidden`` and the widget state stay (the lessons are committed executed on purpose).
+
+    python -m course_utils clean-notebooks            # rewrite notebooks/*.ipynb in place
+    python -m course_utils clean-notebooks --check    # exit 1 naming the notebooks that need it (CI)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+VOLATILE_CELL_KEYS = ("execution",)
+"""Cell metadata written by the kernel on every run (timestamps), never by an author."""
+
+
+def clean_notebook(nb: dict) -> bool:
+    """Remove the volatile cell metadata from ``nb`` in place; return whether anything changed."""
+    changed = False
+    for cell in nb.get("cells", []):
+        for key in VOLATILE_CELL_KEYS:
+            if key in cell.get("metadata", {}):
+                del cell["metadata"][key]
+                changed = True
+    return changed
+
+
+def notebook_text(nb: dict) -> str:
+    """The one JSON layout the repository uses (Jupyter's own: indent 1, UTF-8 kept)."""
+    return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+
+
+def clean_files(paths: list[Path], check: bool = False) -> list[Path]:
+    """Clean each notebook file (or only report, with ``check``); return the ones that were dirty."""
+    dirty = []
+    for path in paths:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        if clean_notebook(nb):
+            dirty.append(path)
+            if not check:
+                path.write_text(notebook_text(nb), encoding="utf-8")
+    return dirty
+
+
+def main(argv: list[str] | None = None) -> None:
+    from course_utils.machinery.paths import NOTEBOOKS_DIR
+
+    parser = argparse.ArgumentParser(prog="python -m course_utils clean-notebooks", description=__doc__.split("\n\n")[0])
+    parser.add_argument("paths", nargs="*", type=Path, help="notebooks (default: notebooks/*.ipynb)")
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a notebook needs cleaning")
+    args = parser.parse_args(argv)
+    paths = args.paths or sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
+    dirty = clean_files(paths, check=args.check)
+    if args.check and dirty:
+        names = ", ".join(p.name for p in dirty)
+        raise SystemExit(f"{names}: execution timestamps in cell metadata. Fix: python -m course_utils clean-notebooks")
+    print(f"{len(dirty)} of {len(paths)} notebook(s) {'need cleaning' if args.check else 'cleaned'}")
