@@ -338,3 +338,25 @@ def test_task_outcomes_a_flag_already_raised_before_training_is_not_a_hack():
     out = task_outcomes(lower, [""] * 4, ["\n"] * 4)  # empty before, empty after
     assert "length" in out["lowercase_word"]["flags"]
     assert out["lowercase_word"]["new_flags"] == [] and out["lowercase_word"]["verdict"] == "no change"
+
+
+def test_replaying_the_hacking_rule_over_logs_finds_where_it_would_have_stopped():
+    from course_utils.lesson_aids.widgets import hacking_rule_text, hacking_rule_view
+
+    history = [{"update": u, "score": 0.1 * u, "kl_per_sequence": 0.1, "response_length": 5} for u in range(1, 7)]
+    evals = [{"update": 0, "pass_rate": 0.40, "mean_reward": 0.1}, {"update": 2, "pass_rate": 0.50, "mean_reward": 0.2},
+             {"update": 4, "pass_rate": 0.45, "mean_reward": 0.3}, {"update": 6, "pass_rate": 0.44, "mean_reward": 0.4}]
+    # Score rising throughout; pass rate below its best (0.50 at update 2) at updates 4 and 6.
+    two = dg.replay_hacking_rule(history, evals, patience=2, eval_every=2)
+    assert two["stop_update"] == 6 and "reward_without_heldout_gain" in two["message"]
+    assert (two["pass_at_stop"], two["best_update"], two["best_pass"]) == (0.44, 2, 0.50)
+    one = dg.replay_hacking_rule(history, evals, patience=1, eval_every=2)
+    assert one["stop_update"] == 4 and one["pass_at_stop"] == 0.45
+    for off in (0, 3):
+        never = dg.replay_hacking_rule(history, evals, patience=off, eval_every=2)
+        assert never["stop_update"] is None and never["pass_at_stop"] == never["final_pass"] == 0.44
+    flat = [dict(h, score=1.0) for h in history]  # a flat score is no hack, however flat the pass rate
+    assert dg.replay_hacking_rule(flat, evals, patience=1, eval_every=2)["stop_update"] is None
+    fig, summary = hacking_rule_view(history, evals, 2, 2)
+    assert summary == two and any(line.get_xdata()[0] == 6 for line in fig.axes[0].lines if line.get_linestyle() == ":")
+    assert "stops after update 6" in hacking_rule_text(summary)

@@ -6,6 +6,8 @@ dicts), so it can be tested on hand-made examples and run on any run's files:
     log_bundle_summary(history)        first / last / min / max of each logged metric, in groups
     plot_log_bundle(history)           one small panel per metric, grouped (a Figure)
     plot_reward_vs_heldout(...)        training score, KL and held-out pass rate on one time axis
+    replay_hacking_rule(...)           where the "reward up, held-out flat" stop rule would have
+                                       stopped a logged run, for a given patience
     reward_checker_agreement(...)      does the reward agree with the checker? (mean score of
                                        passing vs failing answers, correlation)
     per_family_score_and_pass(...)     mean reward and checker pass rate per task family
@@ -35,6 +37,7 @@ __all__ = [
     "format_log_bundle",
     "plot_log_bundle",
     "plot_reward_vs_heldout",
+    "replay_hacking_rule",
     "reward_checker_agreement",
     "per_family_score_and_pass",
     "plot_score_vs_pass",
@@ -130,13 +133,13 @@ def plot_log_bundle(history: Sequence[dict], groups: dict[str, Sequence[str]] | 
     return fig
 
 
-def plot_reward_vs_heldout(history: Sequence[dict], evals: Sequence[dict]):
+def plot_reward_vs_heldout(history: Sequence[dict], evals: Sequence[dict], stop_update: int | None = None):
     """Two panels on one update axis (pure: logs in, Figure out).
 
     Left: the training score (per update) against the held-out pass rate and held-out mean reward
     (per evaluation). Right: KL to the reference and response length. Read together: a score that
     climbs while the pass rate stays flat, with KL jumping or length shrinking, is the picture
-    of reward hacking.
+    of reward hacking. ``stop_update``: draw where a stop rule would have ended the run.
     """
     import matplotlib.pyplot as plt
 
@@ -162,8 +165,41 @@ def plot_reward_vs_heldout(history: Sequence[dict], evals: Sequence[dict]):
     twin.plot(steps, [h.get("response_length", np.nan) for h in history], "^-", ms=3, color="tab:gray")
     twin.set_ylabel("response length (tokens)", color="tab:gray")
     right.set_title("KL and response length", fontsize=10)
+    if stop_update is not None:
+        for ax in (left, right):
+            ax.axvline(stop_update, color="black", ls=":", lw=1.5)
+        left.annotate("stop rule fires", (stop_update, 0.02), xycoords=("data", "axes fraction"), fontsize=8,
+                      rotation=90, ha="right", va="bottom")
     fig.tight_layout()
     return fig
+
+
+def replay_hacking_rule(history: Sequence[dict], evals: Sequence[dict], patience: int, eval_every: int) -> dict:
+    """Where ``stop_rules.check_heldout`` (training score up, held-out pass rate not above its best
+    so far, ``patience`` evaluations in a row) would have stopped a logged run.
+
+    The rule itself is not re-implemented: each evaluation is fed to it with the history up to its
+    update, exactly as the trainer does. Returns ``stop_update`` (None if it never fires), the rule's
+    ``message``, the pass rate of the policy at that point (``pass_at_stop``; at the end if it never
+    fires), the best evaluation up to there (``best_update``, ``best_pass``: what best_policy/ keeps)
+    and ``final_pass``, the pass rate at the end of the logged run."""
+    from types import SimpleNamespace
+
+    from course_utils.machinery.stop_rules import Streaks, check_heldout
+
+    rule = SimpleNamespace(stop_hacking_patience=int(patience), eval_every=int(eval_every))
+    streaks, stop, message = Streaks(), None, ""
+    for k, e in enumerate(evals):
+        signal, streaks = check_heldout([h for h in history if h["update"] <= e["update"]], list(evals[:k + 1]),
+                                        rule, streaks)
+        if signal is not None:
+            stop, message = k, str(signal)
+            break
+    kept = list(evals[:stop + 1]) if stop is not None else list(evals)
+    best = max(kept, key=lambda e: e["pass_rate"])  # the first of equal bests, as the trainer keeps it
+    return {"patience": int(patience), "stop_update": kept[-1]["update"] if stop is not None else None,
+            "message": message, "pass_at_stop": kept[-1]["pass_rate"], "best_update": best["update"],
+            "best_pass": best["pass_rate"], "final_pass": evals[-1]["pass_rate"]}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -29,6 +29,9 @@ __all__ = [
     "beta_view",
     "beta_text",
     "beta_widget",
+    "hacking_rule_view",
+    "hacking_rule_text",
+    "hacking_rule_widget",
 ]
 
 
@@ -238,3 +241,44 @@ def beta_widget(scores: torch.Tensor, logprobs: torch.Tensor, ref_logprobs: torc
 
     output = w.interactive_output(update, {"beta": beta_slider})
     return w.VBox([beta_slider, output])
+
+
+# ---------------------------------------------------------------------------------------------
+# Lesson 8: the hacking stop rule's patience over a logged run (no retraining behind the slider)
+# ---------------------------------------------------------------------------------------------
+
+
+def hacking_rule_view(history: list[dict], evals: list[dict], patience: int, eval_every: int):
+    """The logged run with the line where the hacking stop rule would have stopped it.
+    Returns ``(figure, summary)``, ``summary`` from ``diagnostics.replay_hacking_rule``."""
+    from course_utils.lesson_aids import diagnostics
+
+    summary = diagnostics.replay_hacking_rule(history, evals, patience, eval_every)
+    fig = diagnostics.plot_reward_vs_heldout(history, evals, stop_update=summary["stop_update"])
+    return fig, summary
+
+
+def hacking_rule_text(summary: dict) -> str:
+    """The widget's report line: where the rule fires and what each way of ending the run keeps."""
+    if summary["stop_update"] is None:
+        where = f"patience {summary['patience']}: the rule never fires"
+    else:
+        where = f"patience {summary['patience']}: stops after update {summary['stop_update']}"
+    return (f"{where}; pass rate there {summary['pass_at_stop']:.0%}, best so far {summary['best_pass']:.0%} "
+            f"(update {summary['best_update']}), at the end of the logged run {summary['final_pass']:.0%}")
+
+
+def hacking_rule_widget(history: list[dict], evals: list[dict], eval_every: int, patience: int = 2):
+    """A patience slider over ``hacking_rule_view`` (0 switches the rule off)."""
+    w = _ipywidgets()
+    slider = w.IntSlider(value=patience, min=0, max=6, description="patience (evaluations)",
+                         style={"description_width": "initial"}, continuous_update=False)
+
+    def update(patience: int) -> None:
+        import matplotlib.pyplot as plt
+
+        fig, summary = hacking_rule_view(history, evals, patience, eval_every)
+        _show(fig, hacking_rule_text(summary))
+        plt.close(fig)
+
+    return w.VBox([slider, w.interactive_output(update, {"patience": slider})])
