@@ -15,13 +15,17 @@ def test_each_evaluation_gets_the_kl_of_the_rollout_its_policy_sampled_next():
              {"update": 2, "mean_reward": 0.7, "pass_rate": 0.5},
              {"update": 3, "mean_reward": 0.9, "pass_rate": 0.2},
              {"update": 4, "mean_reward": 1.2, "pass_rate": 0.1}]
-    points = pp.overoptimisation_points(evals, history)
+    points = pp.overoptimisation_points(evals, history, window=1)
     assert points["update"] == [0, 2, 3, 4]
     # update 0: the reference itself; after 2 updates the next rollout (update 3) had KL 4.0;
     # after 3 it is update 4's -0.3, floored at 0; the last evaluation takes the last rollout.
     assert points["sqrt_kl"] == pytest.approx([0.0, 2.0, 0.0, 0.0])
     assert points["proxy"] == pytest.approx([0.1, 0.7, 0.9, 1.2])
     assert points["gold"] == pytest.approx([40.0, 50.0, 20.0, 10.0])
+    # A window of 3 averages the rollouts u, u + 1, u + 2 around u + 1 (those that exist).
+    wide = pp.overoptimisation_points(evals, history, window=3)
+    assert wide["sqrt_kl"] == pytest.approx([0.0, math.sqrt((0.5 + 4.0 - 0.3) / 3), math.sqrt((4.0 - 0.3) / 2),
+                                             math.sqrt((4.0 - 0.3) / 2)])
 
 
 def test_the_overoptimisation_figure_draws_proxy_and_gold_per_run():

@@ -9,24 +9,27 @@ import numpy as np
 from matplotlib.figure import Figure
 
 
-def overoptimisation_points(evals: Sequence[Mapping], history: Sequence[Mapping]) -> dict:
+def overoptimisation_points(evals: Sequence[Mapping], history: Sequence[Mapping], window: int = 5) -> dict:
     """One run's held-out evaluations against the distance travelled from the reference.
 
-    For the evaluation after update u the distance is the KL per response of the rollout that
-    the evaluated policy sampled next (logged as update u + 1; the last evaluation takes the last
-    rollout), floored at 0 because the sampled estimate can dip below it:
+    For the evaluation after update u the distance is the KL per response of the rollouts sampled
+    around it: the mean of ``kl_per_sequence`` over the ``window`` logged updates centred on u + 1
+    (the rollout the evaluated policy sampled next; one rollout of 16 answers is a noisy estimate,
+    so neighbours are averaged), floored at 0 because the sampled estimate can dip below it:
 
-        sqrt_kl[i]  = sqrt(max(0, kl_per_sequence of update u_i + 1))     nats^(1/2)
+        sqrt_kl[i]  = sqrt(max(0, mean KL per response near update u_i + 1))   nats^(1/2)
         proxy[i]    = mean learned-reward score of the greedy held-out answers (``mean_reward``)
         gold[i]     = checker pass rate of the same answers, in percent
 
-    Returns lists, one entry per evaluation, in update order."""
-    kl_after = {int(h["update"]): float(h["kl_per_sequence"]) for h in history}
-    last = int(max(kl_after)) if kl_after else 0
+    The evaluation at update 0 is the reference itself (KL 0). Returns lists, one entry per
+    evaluation, in update order."""
+    kl_at = {int(h["update"]): float(h["kl_per_sequence"]) for h in history}
     points = {"update": [], "sqrt_kl": [], "proxy": [], "gold": []}
     for e in evals:
         u = int(e["update"])
-        kl = 0.0 if u == 0 else kl_after.get(u + 1, kl_after.get(last, 0.0))
+        centre = min(u + 1, max(kl_at, default=0))  # the last evaluation: the last rollouts
+        near = [kl_at[v] for v in range(centre - window // 2, centre - window // 2 + window) if v in kl_at]
+        kl = 0.0 if u == 0 or not near else float(np.mean(near))
         points["update"].append(u)
         points["sqrt_kl"].append(float(np.sqrt(max(kl, 0.0))))
         points["proxy"].append(float(e["mean_reward"]))
@@ -44,8 +47,8 @@ def plot_overoptimisation(curves: Mapping[str, Mapping[str, Sequence[float]]], s
     proxy_ax, gold_ax = fig.subplots(1, 2, sharex=True)
     for i, (label, c) in enumerate(curves.items()):
         colour = f"C{i}"
-        proxy_ax.plot(c["sqrt_kl"], c["proxy"], "o-", color=colour, ms=3, label=label)
-        gold_ax.plot(c["sqrt_kl"], c["gold"], "o-", color=colour, ms=3, label=label)
+        proxy_ax.plot(c["sqrt_kl"], c["proxy"], "o-", color=colour, ms=3, lw=1, alpha=0.8, label=label)
+        gold_ax.plot(c["sqrt_kl"], c["gold"], "o-", color=colour, ms=3, lw=1, alpha=0.8, label=label)
     if start_gold is not None:
         gold_ax.axhline(start_gold, color="grey", ls="--", lw=1, label="SFT start")
     proxy_ax.set(xlabel="√KL to the reference (nats^½ per response)", ylabel="reward-model score (proxy)",
@@ -60,10 +63,10 @@ def plot_overoptimisation(curves: Mapping[str, Mapping[str, Sequence[float]]], s
 
 
 def plot_arms(arms: Mapping[str, Mapping[str, Sequence[float]]], ceiling: Mapping[str, Sequence[float]] | None = None,
-              set_labels: Mapping[str, str] | None = None) -> Figure:
+              set_labels: Mapping[str, str] | None = None, k: int = 16) -> Figure:
     """Held-out strict pass rate of every arm: a bar per held-out set at the mean, the standard
     error as a whisker, each seed as a dot. ``arms[arm][set]`` is the per-seed list in percent;
-    ``ceiling[set]``, if given, the per-seed pass@k of the SFT start, drawn as a dashed line."""
+    ``ceiling[set]``, if given, the per-seed pass@``k`` of the SFT start, drawn as a dashed line."""
     names = list(arms)
     sets = sorted({s for per_set in arms.values() for s in per_set}, key=lambda s: (s != "test", s))
     labels = set_labels or {}
@@ -85,7 +88,7 @@ def plot_arms(arms: Mapping[str, Mapping[str, Sequence[float]]], ceiling: Mappin
                label=labels.get(split, split))
         if ceiling and ceiling.get(split):
             ax.axhline(float(np.mean(ceiling[split])), color=f"C{j}", ls="--", lw=1,
-                       label=f"{labels.get(split, split)}: pass@k of the SFT start")
+                       label=f"{labels.get(split, split)}: pass@{k} of the SFT start")
     ax.set_xticks(range(len(names)), names, rotation=20, ha="right", fontsize=8)
     ax.set(ylabel="strict held-out pass rate, %", ylim=(0, 100),
            title="the pipeline's arms (greedy, mean ± standard error over seeds)")

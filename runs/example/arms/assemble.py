@@ -230,7 +230,7 @@ def main() -> None:
 
     matplotlib.use("Agg")
     labels = {"test": "main held-out set", UNSEEN_SPLIT: "unseen phrasings"}
-    pipeline_plots.plot_arms(arms, ceiling, labels).savefig(HERE / "arms.png", dpi=90)
+    pipeline_plots.plot_arms(arms, ceiling, labels, k=SAMPLES).savefig(HERE / "arms.png", dpi=90)
     start = float(np.mean(arms["sft"]["test"]))
     pipeline_plots.plot_overoptimisation(curves, start_gold=start).savefig(HERE / "overoptimisation.png", dpi=90)
     for arm, sets in report["summary"].items():
