@@ -30,6 +30,24 @@ def test_the_cleaner_drops_timestamps_and_keeps_everything_an_author_wrote(tmp_p
         notebook_clean.main([str(path), "--check"])
 
 
+def test_a_progress_bar_shows_its_finished_state_not_the_frozen_first_frame():
+    state = {"bar": {"model_name": "HBoxModel", "state": {"children": ["IPY_MODEL_l", "IPY_MODEL_p", "IPY_MODEL_r"]}},
+             "l": {"model_name": "HTMLModel", "state": {"value": "SFT\u2007steps:\u2007100%"}},
+             "p": {"model_name": "FloatProgressModel", "state": {"value": 25.0, "max": 25.0}},
+             "r": {"model_name": "HTMLModel", "state": {"value": "\u200725/25\u2007[00:50&lt;00:00]"}},
+             "other": {"model_name": "VBoxModel", "state": {"children": []}}}
+    frozen = "SFT steps:   0%|          | 0/25 [00:00<?, ?it/s]"
+    nb = {"cells": [{"cell_type": "code", "metadata": {}, "source": "", "outputs": [
+        {"output_type": "display_data", "data": {notebook_clean.WIDGET_VIEW: {"model_id": "bar"}, "text/plain": [frozen]}},
+        {"output_type": "display_data", "data": {notebook_clean.WIDGET_VIEW: {"model_id": "other"}, "text/plain": ["VBox()"]}}]}],
+          "metadata": {"widgets": {notebook_clean.WIDGET_STATE: {"state": state}}}}
+    assert notebook_clean.clean_notebook(nb)
+    outputs = nb["cells"][0]["outputs"]
+    assert outputs[0]["data"]["text/plain"] == ["SFT steps: 100%|##########| 25/25 [00:50<00:00]"]
+    assert outputs[1]["data"]["text/plain"] == ["VBox()"]  # not a progress bar: left alone
+    assert not notebook_clean.clean_notebook(nb)  # idempotent
+
+
 def test_every_committed_notebook_is_clean():
     notebooks = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
     assert notebooks

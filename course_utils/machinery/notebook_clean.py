@@ -4,6 +4,11 @@ Executing a notebook stamps every code cell with ``metadata.execution`` (four io
 noise in every diff, and a record of when, not what. ``clean_notebook`` removes those stamps; outputs,
 tags, ``source_hidden`` and the widget state stay (the lessons are committed executed on purpose).
 
+It also settles progress bars. A ``tqdm.auto`` bar in a notebook is a widget whose plain-text
+fallback is frozen at the moment it was first drawn ("0%| | 0/25"), which is what GitHub shows.
+The widget state saved with the notebook holds the bar's final texts, so the fallback is rewritten
+to the finished bar ("SFT steps: 100%|##########| 25/25 [00:50<00:00, ...]").
+
     python -m course_utils clean-notebooks            # rewrite notebooks/*.ipynb in place
     python -m course_utils clean-notebooks --check    # exit 1 naming the notebooks that need it (CI)
 """
@@ -11,6 +16,7 @@ tags, ``source_hidden`` and the widget state stay (the lessons are committed exe
 from __future__ import annotations
 
 import argparse
+import html
 import json
 from pathlib import Path
 
@@ -18,13 +24,49 @@ VOLATILE_CELL_KEYS = ("execution",)
 """Cell metadata written by the kernel on every run (timestamps), never by an author."""
 
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
 def clean_notebook(nb: dict) -> bool:
-    """Remove the volatile cell metadata from ``nb`` in place; return whether anything changed."""
+    """Remove the volatile cell metadata from ``nb`` in place and settle its progress bars; return
+    whether anything changed."""
     changed = False
     for cell in nb.get("cells", []):
         for key in VOLATILE_CELL_KEYS:
             if key in cell.get("metadata", {}):
                 del cell["metadata"][key]
+                changed = True
+    return settle_progress_bars(nb) or changed
+
+
+def final_bar_text(state: dict, model_id: str) -> str | None:
+    """The finished text of a tqdm widget (an HBox of HTML, FloatProgress, HTML) from the saved
+    widget state, or None if ``model_id`` is not such a bar."""
+    model = state.get(model_id, {})
+    children = [state.get(str(c).removeprefix("IPY_MODEL_"), {}) for c in model.get("state", {}).get("children", [])]
+    if model.get("model_name") != "HBoxModel" or [c.get("model_name") for c in children] != \
+            ["HTMLModel", "FloatProgressModel", "HTMLModel"]:
+        return None
+    left, bar, right = (c.get("state", {}) for c in children)
+    total = bar.get("max") or 0
+    filled = round(10 * min(1.0, (bar.get("value") or 0) / total)) if total else 0
+    text = f"{html.unescape(left.get('value', ''))}|{'#' * filled}{' ' * (10 - filled)}|{html.unescape(right.get('value', ''))}"
+    return text.replace("\u2007", " ")
+
+
+def settle_progress_bars(nb: dict) -> bool:
+    """Rewrite the plain-text fallback of every progress-bar output to its finished state."""
+    state = nb.get("metadata", {}).get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    changed = False
+    for cell in nb.get("cells", []):
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if WIDGET_VIEW not in data:
+                continue
+            text = final_bar_text(state, data[WIDGET_VIEW].get("model_id", ""))
+            if text is not None and "".join(data.get("text/plain", [])) != text:
+                data["text/plain"] = [text]
                 changed = True
     return changed
 
