@@ -360,3 +360,24 @@ def test_replaying_the_hacking_rule_over_logs_finds_where_it_would_have_stopped(
     fig, summary = hacking_rule_view(history, evals, 2, 2)
     assert summary == two and any(line.get_xdata()[0] == 6 for line in fig.axes[0].lines if line.get_linestyle() == ":")
     assert "stops after update 6" in hacking_rule_text(summary)
+
+
+def test_two_runs_are_read_from_their_folders_and_drawn_on_shared_axes(tmp_path):
+    import json
+
+    for name, slope in (("base", 0.1), ("beta", 0.05)):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "metrics.jsonl").write_text("".join(json.dumps({"update": u, "score": slope * u, "kl_per_sequence": u})
+                                                      + "\n" for u in (1, 2, 3)))
+        (folder / "evals.jsonl").write_text("".join(json.dumps({"update": u, "pass_rate": 0.4 + slope * u}) + "\n"
+                                                    for u in (0, 3)))
+    runs = {name: dg.read_run_logs(tmp_path / name) for name in ("base", "beta")}
+    assert [h["update"] for h in runs["base"][0]] == [1, 2, 3] and runs["beta"][1][-1]["pass_rate"] == pytest.approx(0.55)
+    fig = dg.plot_runs(runs)
+    pass_panel, score_panel, _ = fig.axes
+    assert [line.get_label() for line in pass_panel.lines] == ["base", "beta"]
+    assert list(pass_panel.lines[1].get_ydata()) == pytest.approx([40.0, 55.0])
+    assert list(score_panel.lines[0].get_ydata()) == pytest.approx([0.1, 0.2, 0.3])
+    with pytest.raises(FileNotFoundError, match="finished run folder"):
+        dg.read_run_logs(tmp_path / "nothing")

@@ -8,6 +8,9 @@ dicts), so it can be tested on hand-made examples and run on any run's files:
     plot_reward_vs_heldout(...)        training score, KL and held-out pass rate on one time axis
     replay_hacking_rule(...)           where the "reward up, held-out flat" stop rule would have
                                        stopped a logged run, for a given patience
+    read_run_logs(run_dir)             a run folder's metrics.jsonl and evals.jsonl
+    plot_runs({label: logs})           several runs' curves on shared axes (the lab preset's
+                                       "change one setting, compare")
     reward_checker_agreement(...)      does the reward agree with the checker? (mean score of
                                        passing vs failing answers, correlation)
     per_family_score_and_pass(...)     mean reward and checker pass rate per task family
@@ -38,6 +41,8 @@ __all__ = [
     "plot_log_bundle",
     "plot_reward_vs_heldout",
     "replay_hacking_rule",
+    "read_run_logs",
+    "plot_runs",
     "reward_checker_agreement",
     "per_family_score_and_pass",
     "plot_score_vs_pass",
@@ -289,3 +294,44 @@ def binomial_standard_error(p: float, n: int) -> float:
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"p is a pass rate and must lie in [0, 1], got {p}")
     return math.sqrt(p * (1.0 - p) / n)
+
+
+def read_run_logs(run_dir) -> tuple[list[dict], list[dict]]:
+    """``(history, evals)`` of a run folder: one dict per update (metrics.jsonl) and per held-out
+    evaluation (evals.jsonl)."""
+    import json
+    from pathlib import Path
+
+    folder = Path(run_dir)
+    missing = [n for n in ("metrics.jsonl", "evals.jsonl") if not (folder / n).is_file()]
+    if missing:
+        raise FileNotFoundError(f"{folder} has no {' or '.join(missing)}: is it a finished run folder "
+                                "(python -m course_utils ppo ... --set run_name=...)?")
+
+    def rows(name):
+        return [json.loads(line) for line in (folder / name).read_text().splitlines() if line.strip()]
+
+    return rows("metrics.jsonl"), rows("evals.jsonl")
+
+
+def plot_runs(runs: dict[str, tuple[Sequence[dict], Sequence[dict]]]):
+    """Several runs side by side, one colour each, on three shared panels against the update:
+    held-out pass rate (per evaluation), training score and KL per response (per update).
+    ``runs[label] = (history, evals)``, e.g. from ``read_run_logs``. Pure: logs in, Figure out."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(13, 3.6))
+    panels = fig.subplots(1, 3, sharex=True)
+    for i, (label, (history, evals)) in enumerate(runs.items()):
+        colour = f"C{i}"
+        panels[0].plot([e["update"] for e in evals], [100 * e["pass_rate"] for e in evals], "o-", color=colour,
+                       ms=3, label=label)
+        steps = [h["update"] for h in history]
+        panels[1].plot(steps, [h.get("score", np.nan) for h in history], color=colour, lw=1, label=label)
+        panels[2].plot(steps, [h.get("kl_per_sequence", np.nan) for h in history], color=colour, lw=1, label=label)
+    for ax, title in zip(panels, ("held-out pass rate, %", "training score", "KL per response (nats)")):
+        ax.set(xlabel="update", title=title)
+        ax.grid(alpha=0.3)
+    panels[0].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
