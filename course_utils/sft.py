@@ -190,7 +190,8 @@ def train_sft(config: SFTConfig, progress: bool = True) -> dict:
     steps = config.epochs * -(-len(demos) // config.batch_size)
     policy.train()
     budget = config.max_train_minutes * 60 or float("inf")
-    with tqdm(total=steps, desc="SFT steps", disable=not progress) as bar:
+    # Under a time budget the number of steps is not known in advance: the bar counts without a total.
+    with tqdm(total=None if config.max_train_minutes else steps, desc="SFT steps", disable=not progress) as bar:
         for epoch in range(config.epochs):
             if losses and time.perf_counter() - start >= budget:
                 break
