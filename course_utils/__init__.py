@@ -19,7 +19,7 @@ The algorithm (top level), in reading order for weeks 1-7
     reward_model      the Bradley-Terry reward model: training, scoring, evaluation
 
 Lesson aids (``lesson_aids/``): what notebooks call to show, check and quiz
-    plots, widgets, figures, reward_model_plots, pipeline_plots (the arms, over-optimisation,
+    plots, widgets, figures, diagrams (lesson 1's two pictures), reward_model_plots, pipeline_plots (the arms, over-optimisation,
     pass@k), token_views, diagnostics, policy_lag, quiz, glossary, exercises
 
 The comparison harness (``comparison/``): TRL's PPOTrainer on our configuration, benchmarks

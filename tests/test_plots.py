@@ -326,6 +326,18 @@ def test_make_all_writes_deterministic_pngs(tmp_path):
     assert figures.FIGURES_DIR.name == "figures" and (figures.FIGURES_DIR.parent / "course_utils").is_dir()
 
 
+def test_the_two_lesson_1_diagrams_name_every_model_and_what_it_sends():
+    from course_utils.lesson_aids import diagrams
+
+    cycle = " ".join(t.get_text() for t in diagrams.ppo_cycle_figure().axes[0].texts)
+    for piece in ("policy π_θ = π_old", "reference π_ref", "reward model", "value head", "score [B]",
+                  "log π_ref [B, T]", "GAE", "clipped policy loss", "response mask"):
+        assert piece in cycle, piece
+    pipeline = " ".join(t.get_text() for t in diagrams.rlhf_pipeline_figure().axes[0].texts)
+    for piece in ("1. SFT warm-up", "2. reward model", "3. PPO", "PPO's reference", "train split only"):
+        assert piece in pipeline, piece
+
+
 def test_glossary_has_korean_for_every_term_and_helpful_errors():
     hangul = re.compile(r"[\uac00-\ud7a3]")
     assert set(glossary.GLOSSARY) == set(glossary.MEANINGS)

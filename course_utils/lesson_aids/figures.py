@@ -12,7 +12,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from course_utils.lesson_aids import plots, widgets
+from course_utils.lesson_aids import diagrams, plots, widgets
 
 from course_utils.machinery.paths import FIGURES_DIR
 
@@ -43,6 +43,8 @@ FIGURES: dict[str, Callable[[], Figure]] = {
     "clipped_objective.png": clipped_objective_figure,
     "ratio_clipping.png": clipping_view_figure,
     "gae_walkthrough.png": gae_walkthrough_figure,
+    "ppo_cycle.png": diagrams.ppo_cycle_figure,
+    "rlhf_pipeline.png": diagrams.rlhf_pipeline_figure,
 }
 
 
