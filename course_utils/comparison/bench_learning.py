@@ -168,7 +168,7 @@ def run_warm_up(seed: int, name: str, output_dir: Path, threads: int, env: dict,
     run_name = f"{name}-sft"
     log = output_dir / f"{run_name}.log"
     cmd = sft_command(seed, run_name, str(output_dir), threads, extra)
-    print(f"seed {seed}: {' '.join(map(str, cmd[1:]))}  (log: {log})", flush=True)
+    print(f"seed {seed}: {' '.join(cmd[1:])}  (log: {log})", flush=True)
     code, _ = child.run_child(cmd, log, env=env)
     if code != 0:
         raise RuntimeError(f"the SFT of seed {seed} exited with {code}; see {log}")
@@ -280,7 +280,7 @@ def main(argv: list[str] | None = None) -> dict:
                 minutes = args.minutes - warm_ups[seed]["train_minutes"]
                 extra.append(f"model={warm_ups[seed]['model']}")
             cmd = child_command(args.config, seed, name, str(output_dir), minutes, threads, extra)
-            print(f"seed {seed}: {' '.join(map(str, cmd[1:]))}  (log: {log})", flush=True)
+            print(f"seed {seed}: {' '.join(cmd[1:])}  (log: {log})", flush=True)
             proc = child.start_child(cmd, log, env=env)
             running.append((seed, proc, time.perf_counter(), log))
         time.sleep(2)
