@@ -165,6 +165,12 @@ class PPOConfig:
     max_rollout_age: int = 16
     """Minibatch steps taken on a rollout batch are skipped once the batch is older than this many
     optimizer steps (stale data); the count of skipped steps is logged."""
+    target_kl: float = 0.0
+    """KL-based early stopping of an update's epochs (Spinning Up's ``target_kl``): before each
+    minibatch step the approximate KL to π_old is measured on that minibatch's forward, and once it
+    exceeds 1.5 x target_kl the rest of the update's steps are skipped (and counted in
+    ``kl_stop_steps_skipped``). 0 = off. Spinning Up's default is 0.01; it lets ``ppo_epochs`` be
+    an upper bound rather than a fixed reuse."""
     stop_hacking_patience: int = 0
     """Stop when the training reward rose but held-out pass rate did not improve for this many
     evaluations in a row (0 disables)."""
@@ -211,6 +217,7 @@ class PPOConfig:
         need(self.max_grad_norm >= 0, f"max_grad_norm must be >= 0, got {self.max_grad_norm}")
         need(self.max_rollout_age >= 0, f"max_rollout_age must be >= 0 optimizer steps (0 = only the first step "
              f"of each batch), got {self.max_rollout_age}")
+        need(self.target_kl >= 0, f"target_kl must be >= 0 (0 = no KL early stop; Spinning Up uses 0.01), got {self.target_kl}")
         need(self.missing_eos_penalty >= 0, f"missing_eos_penalty must be >= 0 (0 = off), got {self.missing_eos_penalty}")
         if problems:
             raise ValueError("Invalid PPO config: " + "; ".join(problems) + ".")

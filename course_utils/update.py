@@ -12,6 +12,7 @@
         for minibatch in shuffled(batch):                            #
             loss = clipped_surrogate + vf_coef * clipped_value_loss  #    minibatch_loss
                    - ent_coef * entropy                              #
+            if approx_kl > 1.5 * target_kl: break  (if target_kl)    #    past_target_kl
             optimize(loss)                                           #    optimizer_step
 
 Every formula is one call into ``ppo_math``; this module only puts them in order. The trainer
@@ -157,6 +158,18 @@ def optimizer_step(loss: torch.Tensor, params: list, optimizer, max_grad_norm: f
 
 
 @torch.no_grad()
+def past_target_kl(parts: dict, mb: RolloutBatch, target_kl: float) -> bool:
+    """Spinning Up's early stop: has the policy moved more than 1.5 x ``target_kl`` from π_old
+    (approximate KL, mean over this minibatch's real tokens, averaged over processes so that
+    every process stops at the same step)? Always False when ``target_kl`` is 0 (off)."""
+    if target_kl <= 0:
+        return False
+    kl = pm.approx_kl(parts["logprobs"], mb.rollout.old_logprobs, mb.rollout.response_mask).float().reshape(1)
+    all_reduce_mean_([kl])
+    return bool(kl.item() > 1.5 * target_kl)
+
+
+@torch.no_grad()
 def step_statistics(parts: dict, mb: RolloutBatch, grad_norm: torch.Tensor) -> dict:
     """The ``STEP_STATS`` of one optimizer step as floats."""
     old, m = mb.rollout.old_logprobs, mb.rollout.response_mask
@@ -175,17 +188,19 @@ def optimise(policy, optimizer, batch: RolloutBatch, config, epochs: int | None 
     Rollout age: before the k-th step (k = 0, 1, ...) the policy has already taken k steps away
     from π_old, so the batch is k steps old. Once more than ``max_rollout_age`` (default: the
     config's) steps were taken on the batch, the remaining steps are skipped: the batch is stale.
+    With ``config.target_kl`` > 0, the first step whose minibatch is more than 1.5 x target_kl
+    (approximate KL) away from π_old is not taken, nor any later one: ``kl_stop_steps_skipped``.
     ``after_epoch(epoch, counts)`` is called after each pass (epoch counted from 1) with the
     running counts; it may measure the policy but must not change it.
 
     Returns ``{"stats": {name: [one float per step taken]}, "optimizer_steps",
-    "stale_steps_skipped", "nonfinite_steps"}``.
+    "stale_steps_skipped", "kl_stop_steps_skipped", "nonfinite_steps"}``.
     """
     epochs = config.ppo_epochs if epochs is None else epochs
     max_age = config.max_rollout_age if max_rollout_age is None else max_rollout_age
     params = policy.trainable_parameters()
     stats: dict[str, list[float]] = {k: [] for k in STEP_STATS}
-    counts = {"optimizer_steps": 0, "stale_steps_skipped": 0, "nonfinite_steps": 0}
+    counts = {"optimizer_steps": 0, "stale_steps_skipped": 0, "kl_stop_steps_skipped": 0, "nonfinite_steps": 0}
     size = len(batch)
     minibatch_size = max(1, size // config.num_minibatches)
     policy.train()
@@ -193,11 +208,17 @@ def optimise(policy, optimizer, batch: RolloutBatch, config, epochs: int | None 
         for epoch in range(epochs):
             order = torch.randperm(size)
             for start in range(0, size, minibatch_size):
+                if counts["kl_stop_steps_skipped"]:
+                    counts["kl_stop_steps_skipped"] += 1  # the target KL was passed: this update is done
+                    continue
                 if counts["optimizer_steps"] + counts["stale_steps_skipped"] > max_age:
                     counts["stale_steps_skipped"] += 1  # the rollout is too old for the current policy
                     continue
                 mb = batch.select(order[start:start + minibatch_size])
                 loss, parts = minibatch_loss(policy, mb, config)
+                if past_target_kl(parts, mb, config.target_kl):
+                    counts["kl_stop_steps_skipped"] += 1  # far enough from π_old: stop before this step
+                    continue
                 loss = loss * token_share_weight(mb.rollout.response_mask)  # x 1.0 (exact) on one process
                 grad_norm = optimizer_step(loss, params, optimizer, config.max_grad_norm)
                 if grad_norm is None:

@@ -219,6 +219,31 @@ def test_stale_steps_are_skipped_and_the_policy_stops_moving(fixed):
     assert pl.reuse_batch(trainer, batch, epochs=2, max_rollout_age=0).optimizer_steps == 1
 
 
+def test_target_kl_stops_the_update_before_the_first_step_past_it(fixed):
+    from dataclasses import replace
+
+    from course_utils import update as ppo
+
+    trainer, batch, start, _ = fixed
+
+    def run(target_kl):
+        pl.restore(trainer, start)
+        torch.manual_seed(1)  # the same minibatch order in every call
+        return ppo.optimise(trainer.policy, trainer.optimizer, batch, replace(trainer.config, target_kl=target_kl),
+                            epochs=3)
+
+    free = run(0.0)
+    kls = free["stats"]["approx_kl"]  # measured on each step's forward, before that step
+    assert free["optimizer_steps"] == len(kls) == 6 and free["kl_stop_steps_skipped"] == 0
+    # The first step whose KL is clearly above every earlier one; a threshold between them.
+    k = next(i for i in range(1, len(kls)) if kls[i] > 1.01 * max(kls[:i]) + 1e-9)
+    threshold = (max(kls[:k]) + kls[k]) / 2
+    stopped = run(threshold / 1.5)
+    assert stopped["optimizer_steps"] == k and stopped["kl_stop_steps_skipped"] == 6 - k
+    assert stopped["stats"]["approx_kl"] == kls[:k]  # the same steps, then none
+    assert run(1e6)["stats"]["approx_kl"] == kls  # a target never reached changes nothing
+
+
 def test_snapshot_survives_training_and_can_be_restored_twice(fixed):
     trainer, batch, start, _ = fixed
     pl.restore(trainer, start)

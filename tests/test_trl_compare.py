@@ -102,6 +102,7 @@ def test_trl_args_follow_our_config(tmp_path):
     ({"whiten_advantages": False}, "set it True"),
     ({"kl_estimator": "k2"}, "k1 or k3 only"),
     ({"whiten_rewards": True}, "set whiten_rewards=False"),
+    ({"target_kl": 0.01}, "set target_kl=0"),
 ])
 def test_settings_trl_cannot_express_are_refused(tmp_path, overrides, message):
     with pytest.raises(ValueError, match=message):

@@ -92,7 +92,7 @@ def trl_args_for(config: PPOConfig, output_dir: str, total_updates: int | None =
 
     Raises ValueError for settings TRL's PPOTrainer cannot express: an entropy bonus
     (``ent_coef`` must be 0), an adaptive KL controller, advantages left unwhitened, a KL
-    estimator other than k1/k3, or ``whiten_rewards`` (TRL whitens the per-token shaped rewards,
+    estimator other than k1/k3, a KL early stop (``target_kl``), or ``whiten_rewards`` (TRL whitens the per-token shaped rewards,
     we whiten the scores: a different operation).
     """
     from course_utils.comparison import trl_adapter as ta
@@ -109,6 +109,8 @@ def trl_args_for(config: PPOConfig, output_dir: str, total_updates: int | None =
     if config.whiten_rewards:
         problems.append("whiten_rewards=True: TRL's whiten_rewards whitens per-token rewards, ours the scores; "
                         "set whiten_rewards=False to compare")
+    if config.target_kl:
+        problems.append(f"target_kl={config.target_kl}: TRL's PPOTrainer always runs every epoch; set target_kl=0")
     if problems:
         raise ValueError("TRL's PPOTrainer cannot run this configuration: " + "; ".join(problems) + ".")
     return ta.trl_ppo_args(

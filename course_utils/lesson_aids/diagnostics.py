@@ -62,7 +62,7 @@ LOG_GROUPS: dict[str, tuple[str, ...]] = {
     "trust region": ("policy_clipfrac", "value_clipfrac", "approx_kl", "ratio_mean", "ratio_var", "ratio_max"),
     "responses": ("response_length", "eos_rate", "truncation_rate", "padding_fraction"),
     "health": ("nonfinite_steps", "nonfinite_scores", "grad_norm", "optimizer_steps", "stale_steps_skipped",
-               "policy_lag_max", "learning_rate"),
+               "kl_stop_steps_skipped", "policy_lag_max", "learning_rate"),
     "speed": ("time_update_s", "rollout_tokens_per_s", "train_tokens_per_s"),
 }
 

@@ -24,6 +24,7 @@ health
     nonfinite_scores    responses whose score was NaN or infinite
     nonfinite_kl        real tokens whose KL estimate was NaN or infinite (broken log-probs)
     optimizer_steps, stale_steps_skipped, policy_lag_max (steps the last step was behind π_old)
+    kl_stop_steps_skipped  steps not taken because the approximate KL passed 1.5 x target_kl
     learning_rate
     sampler_kl          (with log_sampler_kl) mean log π_sampler - log π_old per real token: ~0
 speed (seconds and tokens per second; never compared between runs)
@@ -87,6 +88,7 @@ def update_metrics(batch, steps: dict, config, update: int, world_size: int, lea
         "nonfinite_kl": int(global_sum([float((~torch.isfinite(batch.kl_per_token) & mask.bool()).sum())])[0]),
         "optimizer_steps": steps["optimizer_steps"],
         "stale_steps_skipped": steps["stale_steps_skipped"],
+        "kl_stop_steps_skipped": steps["kl_stop_steps_skipped"],
         "policy_lag_max": max(0, steps["optimizer_steps"] - 1),
         "learning_rate": learning_rate,
         # speed
