@@ -216,6 +216,16 @@ def train_sft(config: SFTConfig, progress: bool = True) -> dict:
     return metrics
 
 
+def warm_start(config: SFTConfig, progress: bool = True) -> Path:
+    """PPO's starting model, ``<output_dir>/<run_name>/model``: kept if that folder already holds
+    a model (lesson 6a or ``make sft`` wrote it), trained first by ``train_sft`` if it does not."""
+    folder = config.run_dir / "model"
+    if not (folder / "config.json").is_file():
+        print(f"No SFT model in {folder} yet: training the warm-up first ({config.demos} demonstrations).")
+        train_sft(config, progress=progress)
+    return folder
+
+
 def save_merged(bundle, folder: Path) -> Path:
     """Fold the LoRA update into the weights (W <- W + (alpha/r) B A) and save a plain model
     folder with its tokenizer: PPO's starting policy and reference."""

@@ -8,6 +8,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from course_utils.lesson_aids import diagnostics as dg  # noqa: E402
@@ -381,3 +382,19 @@ def test_two_runs_are_read_from_their_folders_and_drawn_on_shared_axes(tmp_path)
     assert list(score_panel.lines[0].get_ydata()) == pytest.approx([0.1, 0.2, 0.3])
     with pytest.raises(FileNotFoundError, match="finished run folder"):
         dg.read_run_logs(tmp_path / "nothing")
+
+
+def test_the_trust_region_is_summarised_and_drawn_per_run():
+    history = [{"update": u, "approx_kl": kl, "policy_clipfrac": 0.1 * u, "ratio_max": 1 + kl}
+               for u, kl in zip(range(1, 11), (0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09, 0.5))]
+    summary = dg.trust_region_summary(history)
+    assert summary["approx_kl"]["median"] == pytest.approx(0.055)
+    assert summary["approx_kl"]["p90"] == pytest.approx(float(np.percentile([h["approx_kl"] for h in history], 90)))
+    assert summary["approx_kl"]["max"] == 0.5 and summary["policy_clipfrac"]["max"] == pytest.approx(1.0)
+    fig = dg.plot_trust_region({"a": history, "b": history[:3]}, target_kl=0.02)
+    kl_panel, clip_panel, ratio_panel = fig.axes
+    assert [line.get_label() for line in kl_panel.lines] == ["a", "b", "1.5 x target_kl 0.02"]
+    assert list(kl_panel.lines[2].get_ydata()) == pytest.approx([0.03, 0.03])
+    assert list(clip_panel.lines[1].get_ydata()) == pytest.approx([0.1, 0.2, 0.3])
+    assert len(dg.plot_trust_region({"a": history}).axes[0].lines) == 1  # no target line when off
+

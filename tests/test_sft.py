@@ -71,6 +71,13 @@ def test_a_warm_up_saves_a_model_that_ppo_starts_from_and_anchors_to(tmp_path):
                                                r.response_mask, trainer.config.temperature)
     assert not torch.allclose(base_logprobs, r.ref_logprobs, atol=1e-3)
 
+    # warm_start keeps a model that is there, and trains one where there is none.
+    before = (folder / "config.json").stat().st_mtime_ns
+    assert sft.warm_start(config, progress=False) == folder and (folder / "config.json").stat().st_mtime_ns == before
+    other = sft.SFTConfig(**{**vars(config), "run_name": "sft-2", "epochs": 1})
+    assert sft.warm_start(other, progress=False) == tmp_path / "sft-2" / "model"
+    assert (tmp_path / "sft-2" / "model" / "config.json").is_file()
+
 
 def test_bad_sft_settings_are_refused():
     with pytest.raises(ValueError, match="eval_split must be a held-out split"):

@@ -335,3 +335,43 @@ def plot_runs(runs: dict[str, tuple[Sequence[dict], Sequence[dict]]]):
     panels[0].legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+TRUST_REGION_PANELS = (("approx_kl", "approximate KL to π_old (mean of the update's steps)"),
+                       ("policy_clipfrac", "policy clip fraction"),
+                       ("ratio_max", "largest ratio π/π_old (mean of the update's steps)"))
+
+
+def trust_region_summary(history: Sequence[dict]) -> dict[str, dict[str, float]]:
+    """Median, 90th percentile and maximum over a run's updates of each ``TRUST_REGION_PANELS``
+    metric: how far the updates moved the policy from the policy that sampled their batch."""
+    out = {}
+    for key, _ in TRUST_REGION_PANELS:
+        x = _finite([h.get(key) for h in history])
+        out[key] = ({"median": float(np.median(x)), "p90": float(np.percentile(x, 90)), "max": float(x.max())}
+                    if len(x) else {"median": np.nan, "p90": np.nan, "max": np.nan})
+    return out
+
+
+def plot_trust_region(runs: dict[str, Sequence[dict]], target_kl: float = 0.0):
+    """How far each update moved the policy, for one or more runs (``runs[label] = history``, the
+    rows of metrics.jsonl): approximate KL to π_old, policy clip fraction and the largest ratio,
+    against the update. With ``target_kl`` > 0 a dashed line marks 1.5 x target_kl, where the
+    early stop skips an update's remaining steps. Pure: logs in, Figure out."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(13, 3.4))
+    panels = fig.subplots(1, 3, sharex=True)
+    for i, (label, history) in enumerate(runs.items()):
+        steps = [h["update"] for h in history]
+        for ax, (key, _) in zip(panels, TRUST_REGION_PANELS):
+            ax.plot(steps, [h.get(key, np.nan) for h in history], color=f"C{i}", lw=1, label=label)
+    if target_kl > 0:
+        panels[0].axhline(1.5 * target_kl, color="k", ls="--", lw=1, label=f"1.5 x target_kl {target_kl:g}")
+    for ax, (_, title) in zip(panels, TRUST_REGION_PANELS):
+        ax.set(xlabel="update", title=title)
+        ax.grid(alpha=0.3)
+    panels[0].set_yscale("log")
+    panels[0].legend(fontsize=8)
+    fig.tight_layout()
+    return fig

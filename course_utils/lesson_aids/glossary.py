@@ -79,6 +79,7 @@ GLOSSARY: dict[str, str] = {
     "over-optimisation": "과최적화 (over-optimisation)",
     "proxy reward": "대리 보상 (proxy reward: 학습된 보상 모델의 점수)",
     "gold reward": "기준 보상 (gold reward: 실제로 원하는 평가)",
+    "target KL": "목표 KL (target KL: 업데이트의 에폭을 일찍 멈추는 기준)",
 }
 
 MEANINGS: dict[str, str] = {
@@ -148,6 +149,7 @@ MEANINGS: dict[str, str] = {
     "over-optimisation": "the proxy reward still rising while the gold measure stops following it and falls",
     "proxy reward": "the reward PPO actually maximises, e.g. a learned reward model's score",
     "gold reward": "the measure we really care about, here the task checker standing in for human judgement",
+    "target KL": "the approximate KL to π_old past which an update's remaining steps are skipped (Spinning Up: 1.5 x target_kl)",
 }
 
 
