@@ -361,3 +361,80 @@ def test_readme_glossary_is_the_generated_table():
     assert glossary.readme_with_glossary(tampered) != tampered
     with pytest.raises(ValueError, match="glossary block"):
         glossary.readme_with_glossary("# no block here")
+
+
+# ---------------------------------------------------------------- lessons 6b, 9, 10: views behind sliders
+
+
+def test_score_threshold_counts_accepts_like_a_plain_loop(capsys):
+    scores = [-1.0, 0.2, 0.5, 0.9, 1.4, 2.0]
+    passed = [False, True, False, True, False, True]
+    for threshold in (-2.0, 0.5, 1.0, 3.0):
+        fig, summary = widgets.score_threshold_view(scores, passed, threshold)
+        accepted = [(s, p) for s, p in zip(scores, passed) if s >= threshold]
+        assert summary["accepted"] == len(accepted)
+        assert summary["false_accepts"] == sum(1 for _, p in accepted if not p)
+        if accepted:
+            assert summary["precision"] == pytest.approx(sum(p for _, p in accepted) / len(accepted))
+        else:
+            assert math.isnan(summary["precision"])
+        assert summary["recall"] == pytest.approx(sum(p for _, p in accepted) / sum(passed))
+        (line,) = [a for a in fig.axes[0].lines if a.get_gid() == "threshold"]
+        assert line.get_xdata()[0] == threshold
+    assert "2 of them failing" in widgets.score_threshold_text(widgets.score_threshold_view(scores, passed, 0.0)[1])
+
+
+def test_ratio_band_view_reads_the_recorded_ratios():
+    recorded = {1: torch.tensor([1.0, 1.1, 0.7, 1.5]), 4: torch.tensor([0.5, 2.0, 1.0, 1.0])}
+    _, one = widgets.ratio_band_view(recorded, 1, 0.2)
+    assert one["outside"] == pytest.approx(0.5) and one["ratio_max"] == pytest.approx(1.5)
+    _, wide = widgets.ratio_band_view(recorded, 1, 0.45)
+    assert wide["outside"] == pytest.approx(0.25)  # only 1.5 is more than 0.45 away from 1
+    _, four = widgets.ratio_band_view(recorded, 4, 0.2)
+    r = np.array([0.5, 2.0, 1.0, 1.0])
+    assert four["effective_sample_fraction"] == pytest.approx(r.sum() ** 2 / (len(r) * (r**2).sum()))
+    assert "after 4 epoch(s)" in widgets.ratio_band_text(four)
+
+
+def test_whitening_view_local_equals_global_on_one_process_and_differs_on_two():
+    generator = torch.Generator().manual_seed(0)
+    raw = torch.randn(6, 5, generator=generator, dtype=torch.float64)
+    raw[:3] += 2.0  # the first half of the batch did better
+    mask = torch.ones(6, 5)
+    mask[1, 3:] = 0
+    _, one = widgets.whitening_view(raw, mask, processes=1)
+    assert one["largest_difference"] < 1e-12
+    _, two = widgets.whitening_view(raw, mask, processes=2)
+    assert two["largest_difference"] > 0.5
+    # each block's mean raw advantage, by hand over the real tokens
+    assert two["block_raw_means"][0] == pytest.approx(float(raw[:3][mask[:3].bool()].mean()))
+    # local whitening by hand: each block to mean 0, unbiased std 1 over its own real tokens
+    block = raw[3:][mask[3:].bool()]
+    by_hand = (block - block.mean()) / block.std()
+    fig, _ = widgets.whitening_view(raw, mask, processes=2)
+    (points,) = [line for line in fig.axes[0].lines if line.get_gid() == "process 1"]
+    np.testing.assert_allclose(points.get_ydata(), by_hand.numpy(), atol=1e-6)
+    with pytest.raises(ValueError, match="processes"):
+        widgets.whitening_view(raw, mask, processes=4, rows=3)
+
+
+def test_the_new_sliders_redraw_their_views(capsys):
+    ipywidgets = pytest.importorskip("ipywidgets")
+    scores, passed = [0.1, 0.5, 0.9], [False, True, True]
+    box = widgets.score_threshold_widget(scores, passed)
+    capsys.readouterr()
+    box.children[0].value = 0.6
+    assert widgets.score_threshold_text(widgets.score_threshold_view(scores, passed, 0.6)[1]) in capsys.readouterr().out
+    recorded = {1: torch.tensor([1.0, 1.3]), 2: torch.tensor([0.6, 1.6])}
+    box = widgets.ratio_band_widget(recorded)
+    epochs, clip = box.children[0].children
+    assert isinstance(epochs, ipywidgets.SelectionSlider) and list(epochs.options) == [1, 2]
+    capsys.readouterr()
+    epochs.value = 2
+    assert widgets.ratio_band_text(widgets.ratio_band_view(recorded, 2, 0.2)[1]) in capsys.readouterr().out
+    raw, mask = torch.arange(12.0).reshape(4, 3), torch.ones(4, 3)
+    box = widgets.whitening_widget(raw, mask)
+    processes, rows = box.children[0].children
+    capsys.readouterr()
+    processes.value = 4
+    assert widgets.whitening_text(widgets.whitening_view(raw, mask, 4, 4)[1]) in capsys.readouterr().out

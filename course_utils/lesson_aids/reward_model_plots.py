@@ -164,6 +164,17 @@ def plot_scores_by_verdict(scores: Sequence[float], passed: Sequence[bool], tier
 
 
 
+def plot_score_threshold(scores: Sequence[float], passed: Sequence[bool], threshold: float, bins: int = 20):
+    """The scores of passing and failing answers (as ``plot_scores_by_verdict``'s left panel) with a
+    vertical line at ``threshold`` (gid ``"threshold"``): everything right of it a reward-model
+    "accept". Pure: numbers in, Figure out."""
+    fig = plot_scores_by_verdict(scores, passed, bins=bins)
+    ax = fig.axes[0]
+    ax.axvline(threshold, color="k", lw=2, gid="threshold", label=f"threshold {threshold:+.2f}")
+    ax.legend(fontsize=8)
+    return fig
+
+
 def plot_length_probe(probe: dict):
     """The length-bias probe (``length_probe``): mean score change per padding, one bar each.
 

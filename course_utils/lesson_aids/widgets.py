@@ -32,6 +32,15 @@ __all__ = [
     "hacking_rule_view",
     "hacking_rule_text",
     "hacking_rule_widget",
+    "score_threshold_view",
+    "score_threshold_text",
+    "score_threshold_widget",
+    "ratio_band_view",
+    "ratio_band_text",
+    "ratio_band_widget",
+    "whitening_view",
+    "whitening_text",
+    "whitening_widget",
 ]
 
 
@@ -282,3 +291,171 @@ def hacking_rule_widget(history: list[dict], evals: list[dict], eval_every: int,
         plt.close(fig)
 
     return w.VBox([slider, w.interactive_output(update, {"patience": slider})])
+
+
+# ---------------------------------------------------------------------------------------------
+# Lesson 6b: the reward model's scores against the checker, read as a pass/fail threshold
+# ---------------------------------------------------------------------------------------------
+
+
+def score_threshold_view(scores, passed, threshold: float):
+    """If a score >= ``threshold`` counted as a pass, how often would the reward model agree with
+    the checker? ``scores`` and ``passed`` are one per answer.
+
+    precision = passing answers among the accepted ones, recall = accepted answers among the
+    passing ones; ``false_accepts`` = failing answers the threshold would pay like passes.
+    Returns ``(figure, summary)``, the figure from ``reward_model_plots.plot_score_threshold``.
+    """
+    import numpy as np
+
+    from course_utils.lesson_aids import reward_model_plots
+
+    s, y = np.asarray(scores, dtype=float), np.asarray(passed, dtype=bool)
+    accepted = s >= threshold
+    summary = {"threshold": float(threshold), "accepted": int(accepted.sum()), "n": len(s),
+               "true_accepts": int((accepted & y).sum()), "false_accepts": int((accepted & ~y).sum()),
+               "passing": int(y.sum()),
+               "precision": float((accepted & y).sum() / accepted.sum()) if accepted.any() else float("nan"),
+               "recall": float((accepted & y).sum() / y.sum()) if y.any() else float("nan")}
+    return reward_model_plots.plot_score_threshold(s, y, threshold), summary
+
+
+def score_threshold_text(summary: dict) -> str:
+    return (f"score >= {summary['threshold']:+.2f}: {summary['accepted']} of {summary['n']} answers accepted, "
+            f"{summary['false_accepts']} of them failing the checker; precision {summary['precision']:.0%}, "
+            f"recall {summary['recall']:.0%} of the {summary['passing']} passing answers")
+
+
+def score_threshold_widget(scores, passed, threshold: float | None = None):
+    """A threshold slider over ``score_threshold_view``, from the lowest to the highest score."""
+    import numpy as np
+
+    w = _ipywidgets()
+    s = np.asarray(scores, dtype=float)
+    low, high = float(s.min()), float(s.max())
+    start = float(np.median(s)) if threshold is None else float(threshold)
+    slider = w.FloatSlider(value=start, min=low, max=high, step=(high - low) / 100 or 0.01,
+                           description="score threshold", readout_format="+.2f",
+                           style={"description_width": "initial"}, continuous_update=False)
+
+    def update(threshold: float) -> None:
+        import matplotlib.pyplot as plt
+
+        fig, summary = score_threshold_view(scores, passed, threshold)
+        _show(fig, score_threshold_text(summary))
+        plt.close(fig)
+
+    return w.VBox([slider, w.interactive_output(update, {"threshold": slider})])
+
+
+# ---------------------------------------------------------------------------------------------
+# Lesson 9: recorded ratios after k epochs, read against a clip band of any width
+# ---------------------------------------------------------------------------------------------
+
+
+def ratio_band_view(ratios_by_epoch, epoch: int, cliprange: float):
+    """The recorded token ratios after ``epoch`` epochs on one batch (``ratios_by_epoch[epoch]``,
+    1-D, e.g. ``sweep.ratios(epoch)``) against the band [1 - ε, 1 + ε] for ε = ``cliprange``.
+
+    outside = share of tokens with |r - 1| > ε (whatever the advantage's sign: the clip fraction is
+    the part of it whose advantage points outwards); ``effective_sample_fraction`` as in
+    ``policy_lag``. Returns ``(figure, summary)``, the figure from ``policy_lag.plot_ratio_histograms``.
+    """
+    from course_utils.lesson_aids import policy_lag
+
+    r = torch.as_tensor(ratios_by_epoch[epoch], dtype=torch.float64).flatten()
+    summary = {"epoch": int(epoch), "cliprange": float(cliprange), "n": int(r.numel()),
+               "outside": float(((r - 1).abs() > cliprange).double().mean()),
+               "ratio_min": float(r.min()), "ratio_max": float(r.max()),
+               "effective_sample_fraction": policy_lag.effective_sample_fraction(r)}
+    return policy_lag.plot_ratio_histograms({epoch: r}, cliprange), summary
+
+
+def ratio_band_text(summary: dict) -> str:
+    return (f"after {summary['epoch']} epoch(s), ε = {summary['cliprange']:.2f}: {summary['outside']:.0%} of "
+            f"{summary['n']} tokens outside the band; ratios {summary['ratio_min']:.3f} to {summary['ratio_max']:.2f}; "
+            f"effective sample fraction {summary['effective_sample_fraction']:.2f}")
+
+
+def ratio_band_widget(ratios_by_epoch, cliprange: float = 0.2):
+    """Sliders "epochs" (the recorded ones) and "cliprange" over ``ratio_band_view``."""
+    w = _ipywidgets()
+    epochs = sorted(int(k) for k in ratios_by_epoch)
+    epoch_slider = w.SelectionSlider(options=epochs, value=epochs[0], description="epochs", continuous_update=False)
+    clip_slider = w.FloatSlider(value=cliprange, min=0.05, max=0.5, step=0.01, description="cliprange",
+                                readout_format=".2f", continuous_update=False)
+
+    def update(epoch: int, cliprange: float) -> None:
+        import matplotlib.pyplot as plt
+
+        fig, summary = ratio_band_view(ratios_by_epoch, epoch, cliprange)
+        _show(fig, ratio_band_text(summary))
+        plt.close(fig)
+
+    output = w.interactive_output(update, {"epoch": epoch_slider, "cliprange": clip_slider})
+    return w.VBox([w.HBox([epoch_slider, clip_slider]), output])
+
+
+# ---------------------------------------------------------------------------------------------
+# Lesson 10: local against global whitening as the processes and the batch change
+# ---------------------------------------------------------------------------------------------
+
+
+def whitening_view(raw_advantages: torch.Tensor, mask: torch.Tensor, processes: int, rows: int | None = None):
+    """The first ``rows`` rows of a batch's raw advantages ``[B, T]`` (mask ``[B, T]``) split into
+    ``processes`` contiguous blocks, whitened two ways with ``ppo_math.masked_whiten``: over the
+    whole batch (global: what an all-reduce gives, and one process) and each block on its own
+    (local: TRL's PPOTrainer on each process).
+
+    Returns ``(figure, summary)``: the figure plots local against global per real token, one colour
+    per block; ``summary`` has the largest difference and each block's mean raw advantage.
+    """
+    from matplotlib.figure import Figure
+
+    rows = raw_advantages.shape[0] if rows is None else int(rows)
+    if not 1 <= processes <= rows <= raw_advantages.shape[0]:
+        raise ValueError(f"need 1 <= processes ({processes}) <= rows ({rows}) <= {raw_advantages.shape[0]}")
+    x, m = raw_advantages[:rows].double(), mask[:rows].bool()
+    whole = ppo_math.masked_whiten(x, m, distributed=False)
+    bounds = [round(i * rows / processes) for i in range(processes + 1)]
+    blocks = list(zip(bounds[:-1], bounds[1:]))
+    local = torch.cat([ppo_math.masked_whiten(x[a:b], m[a:b], distributed=False) for a, b in blocks])
+    fig = Figure(figsize=(5.2, 3.8))
+    ax = fig.subplots()
+    for i, (a, b) in enumerate(blocks):
+        ax.plot(whole[a:b][m[a:b]].numpy(), local[a:b][m[a:b]].numpy(), "o", ms=3, alpha=0.7, color=f"C{i}",
+                label=f"process {i} (rows {a}-{b - 1})", gid=f"process {i}")
+    ax.axline((0, 0), slope=1, color="k", lw=0.8, ls="--")
+    ax.set(xlabel="global whitening (one process, or all-reduced)", ylabel="local whitening (per process)",
+           title=f"{rows} rows on {processes} process(es)")
+    ax.grid(alpha=0.3)
+    if processes <= 8:
+        ax.legend(fontsize=7)
+    summary = {"processes": processes, "rows": rows, "largest_difference": float((local - whole)[m].abs().max()),
+               "block_raw_means": [float(ppo_math.masked_mean(x[a:b], m[a:b])) for a, b in blocks]}
+    return fig, summary
+
+
+def whitening_text(summary: dict) -> str:
+    means = ", ".join(f"{v:+.3f}" for v in summary["block_raw_means"])
+    return (f"{summary['rows']} rows on {summary['processes']} process(es): largest |local - global| "
+            f"{summary['largest_difference']:.3f}; mean raw advantage per process {means}")
+
+
+def whitening_widget(raw_advantages: torch.Tensor, mask: torch.Tensor, processes: int = 2):
+    """Sliders "processes" and "rows" (the batch size) over ``whitening_view``."""
+    w = _ipywidgets()
+    total = raw_advantages.shape[0]
+    proc_slider = w.IntSlider(value=processes, min=1, max=total, description="processes", continuous_update=False)
+    rows_slider = w.IntSlider(value=total, min=1, max=total, description="rows (batch)", continuous_update=False)
+
+    def update(processes: int, rows: int) -> None:
+        import matplotlib.pyplot as plt
+
+        rows = max(rows, processes)  # at least one row per process
+        fig, summary = whitening_view(raw_advantages, mask, processes, rows)
+        _show(fig, whitening_text(summary))
+        plt.close(fig)
+
+    output = w.interactive_output(update, {"processes": proc_slider, "rows": rows_slider})
+    return w.VBox([w.HBox([proc_slider, rows_slider]), output])
