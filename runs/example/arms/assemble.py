@@ -11,6 +11,9 @@ traced; run from the repository root after the arms below, each one alone on 2 t
        ... the same command with --set kl_coef=0.2 --out <anchored>/sft_ppo_learned_rm.json
        # (c) the control: SFT alone for the whole 15-minute budget, no PPO     -> <full>/
        python -m course_utils bench-learning --sft-full --out <full>/sft_full.json
+       # (d') a lever for (d): 4 PPO epochs stopped early at 1.5 x target_kl 0.02 -> <target_kl>/
+       python -m course_utils bench-learning --config configs/cpu_sft.yaml --sft --set ppo_epochs=4 target_kl=0.02 \
+           --out <target_kl>/sft_ppo_checker_tkl.json
    (all: --seeds 0 1 2 --minutes 15 --parallel 1 unless the JSON says otherwise; the SFT warm-up's
    training time is taken out of PPO's 15 minutes.)
 2. This script, with nothing else running: every final policy answers the unseen-phrasing set too;
@@ -19,7 +22,7 @@ traced; run from the repository root after the arms below, each one alone on 2 t
    and the figures.
 
     python runs/example/arms/assemble.py --checker /tmp/arms --learned /tmp/arms2 \
-        --anchored /tmp/arms_kl02 --full /tmp/arms_full
+        --anchored /tmp/arms_kl02 --full /tmp/arms_full --target-kl /tmp/arms_tkl
 
 Post-hoc measurements are cached in <learned>/posthoc.json, so a second call only redraws.
 """
@@ -43,6 +46,7 @@ HERE = Path(__file__).resolve().parent
 KEEP = ("report.md", "curves.png", "metrics.jsonl", "evals.jsonl", "summary.json", "config.json", "samples.json")
 SAMPLES = 16
 SETS = ("test", UNSEEN_SPLIT)
+NOT_KEPT = "(a run folder, not kept)"
 
 
 def mean_se(values: list[float]) -> dict:
@@ -103,6 +107,10 @@ def copy_run(run_dir: Path, name: str) -> None:
     for file in KEEP:
         if (run_dir / file).is_file():
             shutil.copy(run_dir / file, target / file)
+    for file in ("config.json", "report.md"):  # provenance: the temporary run folder was not kept
+        if (target / file).is_file():
+            text = (target / file).read_text()
+            (target / file).write_text(text.replace(str(run_dir.parent), NOT_KEPT))
     sft_dir = run_dir.parent / f"{run_dir.name}-sft"
     if sft_dir.is_dir():
         (target / "sft").mkdir(exist_ok=True)
@@ -138,7 +146,7 @@ def kept_json(bench: dict, arm: str) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for name in ("checker", "learned", "anchored", "full"):
+    for name in ("checker", "learned", "anchored", "full", "target-kl"):
         p.add_argument(f"--{name}", type=Path)
     p.add_argument("--reward-model", type=Path, default=Path("runs/week06/reward_model"))
     args = p.parse_args()
@@ -167,6 +175,11 @@ def main() -> None:
     if args.anchored and (args.anchored / "sft_ppo_learned_rm.json").is_file():
         arms["sft_ppo_learned_rm_kl0.2"], anchored_seeds = ppo_arm(args.anchored, "sft_ppo_learned_rm.json",
                                                                    "sft_ppo_learned_rm_kl0.2", cache)
+        save_cache()
+    target_kl_seeds = []
+    if args.target_kl and (args.target_kl / "sft_ppo_checker_tkl.json").is_file():
+        arms["sft_ppo_checker_target_kl"], target_kl_seeds = ppo_arm(args.target_kl, "sft_ppo_checker_tkl.json",
+                                                                     "sft_ppo_checker_target_kl", cache)
         save_cache()
     instruct = json.loads((HERE.parent / "learning.json").read_text())
     arms["ppo_instruct"] = {"test": [100 * s["pass_after"] for s in instruct["seeds"]]}
@@ -221,11 +234,13 @@ def main() -> None:
         "overpaid_answers": cache["overpaid"],
         "per_seed_updates": {arm: [s["updates"] for s in seeds] for arm, seeds in
                              (("sft_ppo_checker", checker_seeds), ("sft_ppo_learned_rm", learned_seeds),
-                              ("sft_ppo_learned_rm_kl0.2", anchored_seeds)) if seeds},
+                              ("sft_ppo_learned_rm_kl0.2", anchored_seeds),
+                              ("sft_ppo_checker_target_kl", target_kl_seeds)) if seeds},
         "per_seed_sft_train_minutes": [w["train_minutes"] for w in warm],
         "notes": ("test: 100 held-out prompts (10 per family), greedy, strict checker; test_unseen: the same prompts "
                   "in instruction phrasings no training or SFT prompt uses. base: the instruct model (greedy, so one "
                   "number). ppo_instruct: the cpu preset from the instruct model (runs/example/learning.json). "
+                  "sft_ppo_checker_target_kl: (d) with ppo_epochs=4 and target_kl=0.02 (Spinning Up's early stop). "
                   f"ceiling: pass@{SAMPLES} at temperature 1 of each seed's SFT start on the main set (test)."),
     }
     (HERE.parent / "rlhf_learning.json").write_text(json.dumps(report, indent=1) + "\n")
