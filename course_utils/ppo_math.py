@@ -8,7 +8,7 @@ Read this file from top to bottom: each section builds on the one before.
                         score_on_last_token
 4. Advantages           td_residuals, masked_gae, explained_variance
 5. The PPO losses       probability_ratio, clipped_objective_per_token, clipped_surrogate,
-                        clipped_value_loss, approx_kl, ratio_stats
+                        clipped_value_loss, approx_kl, ratio_stats, past_target_kl
 6. KL controllers       FixedKLController, AdaptiveKLController
 
 Conventions used everywhere
@@ -58,6 +58,8 @@ __all__ = [
     "clipped_value_loss",
     "approx_kl",
     "ratio_stats",
+    "TARGET_KL_FACTOR",
+    "past_target_kl",
     "FixedKLController",
     "AdaptiveKLController",
 ]
@@ -679,6 +681,20 @@ def ratio_stats(logprobs: torch.Tensor, old_logprobs: torch.Tensor, mask: torch.
         "min": torch.where(m, ratio, inf).min(),
         "max": torch.where(m, ratio, -inf).max(),
     }
+
+
+TARGET_KL_FACTOR = 1.5
+"""Spinning Up's slack above ``target_kl`` before an update's remaining steps are skipped."""
+
+
+def past_target_kl(approx_kl_value: float, target_kl: float) -> bool:
+    """KL-based early stopping of an update's epochs (Spinning Up's PPO):
+
+        stop  <=>  target_kl > 0  and  approx_kl > TARGET_KL_FACTOR * target_kl
+
+    ``approx_kl_value`` is the approximate KL of the current policy to π_old (``approx_kl``, nats
+    per token) measured before a step; ``target_kl`` = 0 switches the rule off."""
+    return target_kl > 0 and float(approx_kl_value) > TARGET_KL_FACTOR * target_kl
 
 
 # ---------------------------------------------------------------------------------------------

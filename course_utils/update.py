@@ -12,7 +12,7 @@
         for minibatch in shuffled(batch):                            #
             loss = clipped_surrogate + vf_coef * clipped_value_loss  #    minibatch_loss
                    - ent_coef * entropy                              #
-            if approx_kl > 1.5 * target_kl: break  (if target_kl)    #    past_target_kl
+            if approx_kl > 1.5 * target_kl: break  (if target_kl)    #    pm.past_target_kl
             optimize(loss)                                           #    optimizer_step
 
 Every formula is one call into ``ppo_math``; this module only puts them in order. The trainer
@@ -158,15 +158,12 @@ def optimizer_step(loss: torch.Tensor, params: list, optimizer, max_grad_norm: f
 
 
 @torch.no_grad()
-def past_target_kl(parts: dict, mb: RolloutBatch, target_kl: float) -> bool:
-    """Spinning Up's early stop: has the policy moved more than 1.5 x ``target_kl`` from π_old
-    (approximate KL, mean over this minibatch's real tokens, averaged over processes so that
-    every process stops at the same step)? Always False when ``target_kl`` is 0 (off)."""
-    if target_kl <= 0:
-        return False
+def minibatch_approx_kl(parts: dict, mb: RolloutBatch) -> float:
+    """The approximate KL to π_old on this minibatch's forward (before its step), averaged over
+    processes so that every process takes the same early-stop decision."""
     kl = pm.approx_kl(parts["logprobs"], mb.rollout.old_logprobs, mb.rollout.response_mask).float().reshape(1)
     all_reduce_mean_([kl])
-    return bool(kl.item() > 1.5 * target_kl)
+    return kl.item()
 
 
 @torch.no_grad()
@@ -216,7 +213,7 @@ def optimise(policy, optimizer, batch: RolloutBatch, config, epochs: int | None 
                     continue
                 mb = batch.select(order[start:start + minibatch_size])
                 loss, parts = minibatch_loss(policy, mb, config)
-                if past_target_kl(parts, mb, config.target_kl):
+                if config.target_kl and pm.past_target_kl(minibatch_approx_kl(parts, mb), config.target_kl):
                     counts["kl_stop_steps_skipped"] += 1  # far enough from π_old: stop before this step
                     continue
                 loss = loss * token_share_weight(mb.rollout.response_mask)  # x 1.0 (exact) on one process

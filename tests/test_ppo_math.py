@@ -993,3 +993,11 @@ def test_exact_kl_per_position_against_a_loop_and_torch():
     assert (pm.exact_kl(logp, ref) > 0).all() and float(pm.exact_kl(logp, logp).abs().max()) == 0.0
     with pytest.raises(ValueError, match="same shape"):
         pm.exact_kl(logp, ref[..., :5])
+
+
+@pytest.mark.parametrize("kl, target, stop", [(0.0149, 0.01, False), (0.0151, 0.01, True), (5.0, 0.0, False),
+                                              (0.03, 0.02, False), (0.0301, 0.02, True)])
+def test_past_target_kl_is_spinning_ups_rule(kl, target, stop):
+    # Spinning Up's PPO: `if kl > 1.5 * target_kl: break` before a policy step; target 0 = off here.
+    assert pm.past_target_kl(kl, target) is stop
+    assert pm.TARGET_KL_FACTOR == 1.5

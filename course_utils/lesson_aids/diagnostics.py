@@ -34,6 +34,8 @@ from typing import Sequence
 
 import numpy as np
 
+from course_utils import ppo_math as pm
+
 __all__ = [
     "LOG_GROUPS",
     "log_bundle_summary",
@@ -367,7 +369,8 @@ def plot_trust_region(runs: dict[str, Sequence[dict]], target_kl: float = 0.0):
         for ax, (key, _) in zip(panels, TRUST_REGION_PANELS):
             ax.plot(steps, [h.get(key, np.nan) for h in history], color=f"C{i}", lw=1, label=label)
     if target_kl > 0:
-        panels[0].axhline(1.5 * target_kl, color="k", ls="--", lw=1, label=f"1.5 x target_kl {target_kl:g}")
+        panels[0].axhline(pm.TARGET_KL_FACTOR * target_kl, color="k", ls="--", lw=1,
+                          label=f"{pm.TARGET_KL_FACTOR:g} x target_kl {target_kl:g}")
     for ax, (_, title) in zip(panels, TRUST_REGION_PANELS):
         ax.set(xlabel="update", title=title)
         ax.grid(alpha=0.3)

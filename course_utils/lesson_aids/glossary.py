@@ -106,7 +106,7 @@ MEANINGS: dict[str, str] = {
     "behaviour policy": "the policy that generated the data (π_old in PPO)",
     "target policy": "the policy being updated (π_θ in PPO)",
     "replay buffer": "a store of old experience reused by off-policy methods; PPO does not keep one",
-    "policy lag": "how many updates old a batch of rollouts is when it is trained on",
+    "policy lag": "how far the policy has moved past the one that sampled the batch it trains on, in optimizer steps (the rollout age; policy_lag_max per update)",
     "supervised fine-tuning": "training on written demonstrations; the starting point of the policy",
     "frozen": "not updated by the optimiser (reference model, reward model)",
     "human preference data": "pairs of responses where a person marked the better one",
