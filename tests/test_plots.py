@@ -438,3 +438,16 @@ def test_the_new_sliders_redraw_their_views(capsys):
     capsys.readouterr()
     processes.value = 4
     assert widgets.whitening_text(widgets.whitening_view(raw, mask, 4, 4)[1]) in capsys.readouterr().out
+
+
+def test_signal_view_counts_batches_without_a_pass_like_sampling():
+    _, summary = widgets.signal_view(0.02, 16)
+    assert summary["signal"] == pytest.approx(0.0196) and summary["expected_passes"] == pytest.approx(0.32)
+    # (1 - p)^16 against simulated batches of 16 Bernoulli(0.02) draws
+    draws = np.random.default_rng(0).random((200_000, 16)) < 0.02
+    assert summary["no_pass"] == pytest.approx(float((~draws.any(axis=1)).mean()), abs=0.005)
+    _, half = widgets.signal_view(0.5, 16)
+    assert half["share_of_max"] == pytest.approx(1.0)
+    assert "no pass" in widgets.signal_text(summary)
+    with pytest.raises(ValueError, match="0 <= p <= 1"):
+        widgets.signal_view(1.5)

@@ -32,6 +32,9 @@ __all__ = [
     "hacking_rule_view",
     "hacking_rule_text",
     "hacking_rule_widget",
+    "signal_view",
+    "signal_text",
+    "signal_widget",
     "score_threshold_view",
     "score_threshold_text",
     "score_threshold_widget",
@@ -291,6 +294,60 @@ def hacking_rule_widget(history: list[dict], evals: list[dict], eval_every: int,
         plt.close(fig)
 
     return w.VBox([slider, w.interactive_output(update, {"patience": slider})])
+
+
+# ---------------------------------------------------------------------------------------------
+# Lesson 6a: how much a pass/fail reward can teach at success rate p
+# ---------------------------------------------------------------------------------------------
+
+
+def signal_view(p: float, batch_size: int = 16):
+    """What one prompt's pass/fail reward can teach at success probability ``p``:
+
+        signal           p (1 - p)          the reward's variance over samples (max 0.25 at p = 0.5)
+        passes expected  batch_size · p     in a batch of ``batch_size`` samples of this family
+        no pass at all   (1 - p)^batch_size a batch whose scores are all 0: every advantage is 0
+
+    Returns ``(figure, summary)``; the figure draws p(1 - p) over p with ``p`` marked."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    if not 0.0 <= p <= 1.0 or batch_size < 1:
+        raise ValueError(f"need 0 <= p <= 1 and batch_size >= 1, got p={p}, batch_size={batch_size}")
+    summary = {"p": float(p), "batch_size": int(batch_size), "signal": p * (1 - p),
+               "share_of_max": p * (1 - p) / 0.25, "expected_passes": batch_size * p,
+               "no_pass": (1 - p) ** batch_size}
+    grid = np.linspace(0, 1, 201)
+    fig = Figure(figsize=(5.0, 3.2))
+    ax = fig.subplots()
+    ax.plot(grid, grid * (1 - grid), color="C0", gid="signal curve")
+    ax.plot([p], [summary["signal"]], "o", color="C3", ms=8, gid="p")
+    ax.set(xlabel="success rate p of one task family", ylabel="p (1 - p)",
+           title=f"p = {p:.2f}: {summary['share_of_max']:.0%} of the largest signal")
+    ax.grid(alpha=0.3)
+    return fig, summary
+
+
+def signal_text(summary: dict) -> str:
+    return (f"p = {summary['p']:.2f}: p(1-p) = {summary['signal']:.4f}; {summary['expected_passes']:.2f} passes "
+            f"expected in a batch of {summary['batch_size']}; {summary['no_pass']:.1%} of such batches have no pass "
+            "at all (every advantage 0)")
+
+
+def signal_widget(p: float = 0.02, batch_size: int = 16):
+    """A success-rate slider over ``signal_view``."""
+    w = _ipywidgets()
+    slider = w.FloatSlider(value=p, min=0.0, max=1.0, step=0.01, description="success rate p",
+                           readout_format=".2f", style={"description_width": "initial"}, continuous_update=False)
+
+    def update(p: float) -> None:
+        import matplotlib.pyplot as plt
+
+        fig, summary = signal_view(p, batch_size)
+        _show(fig, signal_text(summary))
+        plt.close(fig)
+
+    return w.VBox([slider, w.interactive_output(update, {"p": slider})])
 
 
 # ---------------------------------------------------------------------------------------------
