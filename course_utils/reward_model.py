@@ -628,6 +628,7 @@ def padded_answers(answer: str) -> dict[str, str]:
     }
 
 
+@torch.no_grad()
 def length_probe(model: RewardModel, records: Sequence) -> dict:
     """Score each correct answer against padded copies of itself.
 
@@ -645,6 +646,25 @@ def length_probe(model: RewardModel, records: Sequence) -> dict:
         out[name] = {"mean_delta": delta.mean().item(), "fraction_higher": (delta > 0).double().mean().item(),
                      "checker_passes": passes, "example": texts[0]}
     return out
+
+
+def longer_correct_probe(model: RewardModel, records: Sequence) -> dict:
+    """Longer answers that are still correct: each json_object record's gold answer laid out with
+    indentation and newlines (``json.dumps(..., indent=2)``), which the checker still passes.
+
+    delta = r(indented) - r(gold) per prompt: its mean and the fraction of prompts where the
+    longer answer scores higher. Unlike ``length_probe``'s paddings, these are not wrong, so a
+    negative delta here is a charge for length (or layout) itself."""
+    records = [r for r in (tasks.as_prompt(x) for x in records) if r.family == "json_object"]
+    if not records:
+        raise ValueError("longer_correct_probe needs json_object records (the only family with a longer correct form)")
+    prompts, golds = [r.prompt for r in records], [r.target for r in records]
+    longer = [json.dumps(json.loads(g), indent=2) for g in golds]
+    delta = model.score(prompts, longer) - model.score(prompts, golds)
+    return {"n": len(records), "checker_passes": sum(tasks.check(r, t).passed for r, t in zip(records, longer)),
+            "mean_extra_chars": sum(len(a) - len(g) for a, g in zip(longer, golds)) / len(golds),
+            "mean_delta": delta.mean().item(), "fraction_higher": (delta > 0).double().mean().item(),
+            "example": longer[0]}
 
 
 @torch.no_grad()

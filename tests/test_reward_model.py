@@ -551,3 +551,19 @@ def test_length_probe_plot_draws_one_bar_per_padding():
     assert notes == ["higher: 10%\npasses: 0/10", "higher: 0%\npasses: 10/10"]
     with pytest.raises(ValueError, match="length_probe"):
         rm_plots.plot_length_probe({"n": 3})
+
+
+def test_longer_correct_answers_still_pass_and_are_scored_against_the_gold(tiny_backbone):
+    import json
+
+    records = tasks.load_split("test")
+    model = tiny_model(tiny_backbone)
+    out = rm.longer_correct_probe(model, records)
+    jsons = [r for r in records if r.family == "json_object"]
+    assert out["n"] == len(jsons) and out["checker_passes"] == len(jsons)  # longer, and still correct
+    longer = [json.dumps(json.loads(r.target), indent=2) for r in jsons]
+    by_hand = (model.score([r.prompt for r in jsons], longer) - model.score([r.prompt for r in jsons],
+                                                                           [r.target for r in jsons])).mean().item()
+    assert out["mean_delta"] == pytest.approx(by_hand, abs=1e-6) and out["mean_extra_chars"] > 0
+    with pytest.raises(ValueError, match="json_object"):
+        rm.longer_correct_probe(model, [r for r in records if r.family == "number_only"])
