@@ -15,6 +15,7 @@ The algorithm (top level), in reading order for weeks 1-7
     trainer           the loop around it: evaluation, stop rules, checkpoints, the report
     config            every setting of a run, one documented field each, and the presets
     tasks             checkable instruction-following tasks, splits, partial-credit reward
+    family_sampling   training prompts drawn by family, weighted by p(1-p) of the pass rate
     preference_pairs  chosen/rejected pairs for the reward model
     reward_model      the Bradley-Terry reward model: training, scoring, evaluation
 
@@ -57,6 +58,7 @@ Formula index (formula -> function)
     missing-EOS penalty on the score                    ppo_math.penalise_missing_eos
     SFT loss on the response tokens                     sft.sft_loss
     unbiased pass@k from n samples with c passes        sft.pass_at_k
+    family weight p(1-p) + floor of a success rate p    family_sampling.family_weights
 
 Command line: ``python -m course_utils --help``.
 """

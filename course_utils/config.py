@@ -19,6 +19,7 @@ from course_utils.ppo_math import KL_ESTIMATORS
 
 REWARD_KINDS = ("checker_partial", "checker_binary", "learned", "letters")
 LR_SCHEDULES = ("constant", "linear")
+PROMPT_SAMPLINGS = ("shuffled", "success_variance")
 FAST_ENV_VAR = "COURSE_FAST"
 
 
@@ -63,6 +64,17 @@ class PPOConfig:
     """Restrict training and evaluation to these task families (empty: all)."""
     batch_size: int = 16
     """Episodes (prompt + sampled response) per PPO update."""
+    prompt_sampling: str = "shuffled"
+    """How training prompts are drawn: "shuffled" (every prompt once per pass, in a seeded order)
+    or "success_variance" (families drawn with weight p(1-p) + family_weight_floor, p the family's
+    recent checker pass rate on its training answers: batches go where the reward still varies;
+    ``course_utils.family_sampling``). Needs a checker reward."""
+    family_rate_decay: float = 0.9
+    """success_variance: the share of past successes and trials each family's estimate keeps per
+    update (0.9 remembers about the last ten updates)."""
+    family_weight_floor: float = 0.02
+    """success_variance: added to every family's p(1-p) (at most 0.25), so solved and out-of-reach
+    families fade out of the batches rather than vanish."""
     max_new_tokens: int = 32
     """Longest response, in tokens; longer ones are cut (and counted as truncated)."""
     temperature: float = 0.8
@@ -218,6 +230,14 @@ class PPOConfig:
         need(self.max_rollout_age >= 0, f"max_rollout_age must be >= 0 optimizer steps (0 = only the first step "
              f"of each batch), got {self.max_rollout_age}")
         need(self.target_kl >= 0, f"target_kl must be >= 0 (0 = no KL early stop; Spinning Up uses 0.01), got {self.target_kl}")
+        need(self.prompt_sampling in PROMPT_SAMPLINGS,
+             f"prompt_sampling must be one of {PROMPT_SAMPLINGS}, got {self.prompt_sampling!r}")
+        need(self.prompt_sampling != "success_variance" or self.reward != "learned",
+             'prompt_sampling "success_variance" reads the checker\'s verdicts on the training answers, which a run '
+             'on the learned reward must not see (the checker is its held-out judge): use prompt_sampling=shuffled')
+        need(0 < self.family_rate_decay <= 1, f"family_rate_decay must be in (0, 1], got {self.family_rate_decay}")
+        need(self.family_weight_floor > 0, f"family_weight_floor must be > 0 (else a family can vanish from the "
+             f"batches), got {self.family_weight_floor}")
         need(self.missing_eos_penalty >= 0, f"missing_eos_penalty must be >= 0 (0 = off), got {self.missing_eos_penalty}")
         if problems:
             raise ValueError("Invalid PPO config: " + "; ".join(problems) + ".")

@@ -32,6 +32,7 @@ from course_utils import ppo_math as pm
 from course_utils import update as ppo
 from course_utils.config import PPOConfig, load_config
 from course_utils.device import default_dtype, pick_device, seed_everything, set_threads
+from course_utils.family_sampling import SuccessVarianceStream
 from course_utils.machinery import checkpoint, report, stop_rules
 from course_utils.machinery.distributed import gather_objects, global_max, params_in_sync, rank_and_world_size
 from course_utils.machinery.faults import NaNRewardFrom
@@ -87,6 +88,32 @@ class PromptStream:
         self.cursor += 1
         # Under torchrun each process takes its share of the same global batch.
         return [self.records[i] for i in order[self.rank::self.world_size]]
+
+    def state_dict(self) -> dict:
+        return {"cursor": self.cursor}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.cursor = state["cursor"]
+
+
+def prompt_stream(train: list, config: PPOConfig, rank: int = 0, world_size: int = 1):
+    """The training prompts' stream that ``config.prompt_sampling`` names."""
+    if config.prompt_sampling == "success_variance":
+        return SuccessVarianceStream(train, config.batch_size, config.seed, config.family_rate_decay,
+                                     config.family_weight_floor, rank, world_size)
+    return PromptStream(train, config.batch_size, config.seed, rank, world_size)
+
+
+def observe_successes(stream, batch: ppo.RolloutBatch) -> dict:
+    """success_variance: fold the checker's verdicts on this batch (every process's episodes)
+    into the family estimates. Returns the weights the batch was drawn with, for the log."""
+    if not isinstance(stream, SuccessVarianceStream):
+        return {}
+    drawn_with = stream.weights()
+    verdicts = [(r.family, tasks.check(r, a).passed) for r, a in zip(batch.records, batch.rollout.response_texts)]
+    everyone = [v for share in gather_objects(verdicts) for v in share]
+    stream.observe([f for f, _ in everyone], [ok for _, ok in everyone])
+    return {"family_weights": {f: round(w, 4) for f, w in drawn_with.items()}}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -160,7 +187,7 @@ class PPOTrainer:
         held_out = [r for r in tasks.load_split(cfg.eval_split) if not families or r.family in families]
         self.eval_records = balanced_subset(held_out, cfg.eval_prompts)
         self.sample_records = balanced_subset(self.eval_records, cfg.num_sample_prompts)
-        self.prompts = PromptStream(train, cfg.batch_size, cfg.seed, self.rank, self.world_size)
+        self.prompts = prompt_stream(train, cfg, self.rank, self.world_size)
 
     def sampling(self, greedy: bool = False) -> SamplingSettings:
         return SamplingSettings(temperature=self.config.temperature, top_k=0, top_p=1.0,
@@ -190,6 +217,7 @@ class PPOTrainer:
         t_done = time.perf_counter()
         metrics = update_metrics(batch, steps, self.config, self.update + 1, self.world_size, learning_rate,
                                  times={"train_s": t_done - t_prepared, "update_s": t_done - t_start})
+        metrics.update(observe_successes(self.prompts, batch))
         if steps["optimizer_steps"] and math.isfinite(metrics["kl_per_sequence"]):
             self.kl_controller.update(metrics["kl_per_sequence"], self.config.batch_size)  # adapt β
         self.update += 1
@@ -233,6 +261,7 @@ class PPOTrainer:
             "scheduler": self.scheduler.state_dict(),
             "kl_controller": self.kl_controller.state_dict(),
             "data_cursor": self.prompts.cursor,
+            "prompt_sampler": self.prompts.state_dict(),  # the cursor, and success_variance's estimates
             "history": self.history,
             "evals": self.evals,
             "streaks": (self.streaks.nonfinite, self.streaks.clipfrac, self.streaks.hacking),
@@ -253,6 +282,8 @@ class PPOTrainer:
         self.scheduler.load_state_dict(state["scheduler"])
         self.kl_controller.load_state_dict(state["kl_controller"])
         self.prompts.cursor = state["data_cursor"]
+        if state.get("prompt_sampler"):
+            self.prompts.load_state_dict(state["prompt_sampler"])
         self.update = state["update"]
         self.history, self.evals = state["history"], state["evals"]
         self.streaks = stop_rules.Streaks(*state["streaks"])
