@@ -340,9 +340,8 @@ def response_mask_from_ids(
     """
     if response_ids.dim() != 2:
         raise ValueError(f"response_ids must be [B, T], got shape {tuple(response_ids.shape)}")
-    eos = torch.as_tensor(
-        [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id), device=response_ids.device
-    )
+    # One id or several, as a Python int, a numpy integer, a 0-d tensor or any sequence of them.
+    eos = torch.as_tensor(eos_token_id, device=response_ids.device).reshape(-1).long()
     is_eos = torch.isin(response_ids, eos).long()
     eos_before = torch.cumsum(is_eos, dim=-1) - is_eos
     mask = (eos_before == 0).float()

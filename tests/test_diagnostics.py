@@ -325,6 +325,18 @@ def test_task_outcomes_reward_only_and_worse():
     assert out["lowercase_word"]["verdict"] == "worse"
 
 
+def test_task_outcomes_a_change_of_exactly_one_prompt_in_ten_counts():
+    from course_utils.machinery.run_checks import task_outcomes
+
+    # 1.0 - 0.9 and 0.5 - 0.4 are just under 0.1 in floating point: both still count as 0.1.
+    lower = _family_records("lowercase_word", 10)
+    right, wrong = [r.target for r in lower], [f"no idea about {r.target}" for r in lower]
+    out = task_outcomes(lower, right, wrong[:1] + right[1:])  # 10/10 -> 9/10
+    assert out["lowercase_word"]["verdict"] == "worse"
+    out = task_outcomes(lower, right[:4] + wrong[4:], right[:5] + wrong[5:])  # 4/10 -> 5/10
+    assert out["lowercase_word"]["verdict"] == "learned"
+
+
 def test_task_outcomes_rejects_misaligned_lists():
     from course_utils.machinery.run_checks import task_outcomes
 

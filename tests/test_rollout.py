@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings as hyp_settings, strategies as st
@@ -129,6 +130,14 @@ def test_several_stop_tokens():
     mask, last, ended, _ = response_mask_from_ids(ids, [EOS, 99])
     assert mask.tolist() == [[1, 1, 0, 0], [1, 1, 1, 0]]
     assert last.tolist() == [1, 2]
+
+
+@pytest.mark.parametrize("eos", [np.int64(EOS), torch.tensor(EOS), np.array([EOS, 99]), torch.tensor([EOS, 99]), (EOS,)],
+                         ids=["numpy-int", "0-d-tensor", "numpy-array", "tensor", "tuple"])
+def test_stop_ids_may_come_as_numpy_or_tensors(eos):
+    ids = torch.tensor([[5, EOS, 6], [5, 6, 7]])
+    mask, last, ended, _ = response_mask_from_ids(ids, eos)
+    assert mask.tolist() == [[1, 1, 0], [1, 1, 1]] and ended.tolist() == [True, False]
 
 
 def test_zero_width_response_is_defined():
