@@ -140,8 +140,10 @@ def write_report(run_dir: Path, config, history: list[dict], evals: list[dict], 
         "## Pass rate per task (held-out, greedy)",
         "",
         "Verdicts: *learned* = pass rate up by 10+ points with no hack flagged; *hacked* = the detector "
-        "flagged the answers (placeholder copied, prompt echoed, one constant answer, length collapse); "
-        "*reward only* = more partial credit without passing."
+        "flagged a pattern (placeholder copied, prompt echoed, one constant answer, length collapse) that "
+        "the answers before training did not have (a flag the starting model already earned is listed, "
+        "not counted); *reward only* = more partial credit without passing; *worse* = pass rate down by "
+        "10+ points."
         if summary.get("task_outcomes") else "",
         "",
         _per_task_table(before["pass_rate_per_task"], after["pass_rate_per_task"], summary.get("task_outcomes")),
