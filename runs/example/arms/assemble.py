@@ -9,11 +9,16 @@ traced; run from the repository root after the arms below, each one alone on 2 t
            --sft --out <learned>/sft_ppo_learned_rm.json
        # (e') the same with a stronger KL anchor (beta 0.2), for the over-optimisation figure -> <anchored>/
        ... the same command with --set kl_coef=0.2 --out <anchored>/sft_ppo_learned_rm.json
+       (seed 0 ran first, seeds 1 and 2 a session later with --seeds 1 2 into a second folder; both
+       folders are given to --anchored)
        # (c) the control: SFT alone for the whole 15-minute budget, no PPO     -> <full>/
        python -m course_utils bench-learning --sft-full --out <full>/sft_full.json
        # (d') a lever for (d): 4 PPO epochs stopped early at 1.5 x target_kl 0.02 -> <target_kl>/
        python -m course_utils bench-learning --config configs/cpu_sft.yaml --sft --set ppo_epochs=4 target_kl=0.02 \
            --out <target_kl>/sft_ppo_checker_tkl.json
+       # (d'') a lever for (d): family-balanced prompts, weight p(1-p) of each family's recent pass rate -> <fs>/
+       python -m course_utils bench-learning --config configs/cpu_sft.yaml --sft --set prompt_sampling=success_variance \
+           --out <fs>/sft_ppo_checker_fs.json
    (all: --seeds 0 1 2 --minutes 15 --parallel 1 unless the JSON says otherwise; the SFT warm-up's
    training time is taken out of PPO's 15 minutes.)
 2. This script, with nothing else running: every final policy answers the unseen-phrasing set too;
@@ -22,7 +27,8 @@ traced; run from the repository root after the arms below, each one alone on 2 t
    and the figures.
 
     python runs/example/arms/assemble.py --checker /tmp/arms --learned /tmp/arms2 \
-        --anchored /tmp/arms_kl02 --full /tmp/arms_full --target-kl /tmp/arms_tkl
+        --anchored /tmp/arms_kl02 /tmp/arms_kl02b --full /tmp/arms_full --target-kl /tmp/arms_tkl \
+        --family-sampling /tmp/arms_fs
 
 Post-hoc measurements are cached in <learned>/posthoc.json, so a second call only redraws.
 """
@@ -118,8 +124,18 @@ def copy_run(run_dir: Path, name: str) -> None:
             shutil.copy(sft_dir / file, target / "sft" / file)
 
 
-def ppo_arm(folder: Path, json_name: str, arm: str, cache: dict, sample: bool = False) -> tuple[dict, list[dict]]:
-    bench = json.loads((folder / json_name).read_text())
+def merged_bench(folders: list[Path], json_name: str) -> dict:
+    """One bench JSON from the runs of several calls (seeds run in more than one session)."""
+    benches = [json.loads((folder / json_name).read_text()) for folder in folders]
+    merged = {**benches[0], "seeds": [seed for bench in benches for seed in bench["seeds"]]}
+    if len(benches) > 1:
+        merged["summary"] = {"note": "summaries of the separate calls", "calls": [b["summary"] for b in benches]}
+    return merged
+
+
+def ppo_arm(folders: Path | list[Path], json_name: str, arm: str, cache: dict,
+            sample: bool = False) -> tuple[dict, list[dict]]:
+    bench = merged_bench(folders if isinstance(folders, list) else [folders], json_name)
     values = {"test": [], UNSEEN_SPLIT: []}
     for seed in bench["seeds"]:
         run_dir = Path(seed["run_dir"])
@@ -146,8 +162,9 @@ def kept_json(bench: dict, arm: str) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for name in ("checker", "learned", "anchored", "full", "target-kl"):
+    for name in ("checker", "learned", "full", "target-kl", "family-sampling"):
         p.add_argument(f"--{name}", type=Path)
+    p.add_argument("--anchored", type=Path, nargs="+", help="the folder(s) of the beta 0.2 arm's seeds")
     p.add_argument("--reward-model", type=Path, default=Path("runs/week06/reward_model"))
     args = p.parse_args()
     cache_file = args.learned / "posthoc.json"
@@ -172,7 +189,7 @@ def main() -> None:
     arms["sft_ppo_learned_rm"] = learned
     save_cache()
     anchored_seeds = []
-    if args.anchored and (args.anchored / "sft_ppo_learned_rm.json").is_file():
+    if args.anchored and all((folder / "sft_ppo_learned_rm.json").is_file() for folder in args.anchored):
         arms["sft_ppo_learned_rm_kl0.2"], anchored_seeds = ppo_arm(args.anchored, "sft_ppo_learned_rm.json",
                                                                    "sft_ppo_learned_rm_kl0.2", cache)
         save_cache()
@@ -180,6 +197,11 @@ def main() -> None:
     if args.target_kl and (args.target_kl / "sft_ppo_checker_tkl.json").is_file():
         arms["sft_ppo_checker_target_kl"], target_kl_seeds = ppo_arm(args.target_kl, "sft_ppo_checker_tkl.json",
                                                                      "sft_ppo_checker_target_kl", cache)
+        save_cache()
+    family_seeds = []
+    if args.family_sampling and (args.family_sampling / "sft_ppo_checker_fs.json").is_file():
+        arms["sft_ppo_checker_family_sampling"], family_seeds = ppo_arm(
+            args.family_sampling, "sft_ppo_checker_fs.json", "sft_ppo_checker_family_sampling", cache)
         save_cache()
     instruct = json.loads((HERE.parent / "learning.json").read_text())
     arms["ppo_instruct"] = {"test": [100 * s["pass_after"] for s in instruct["seeds"]]}
@@ -235,12 +257,15 @@ def main() -> None:
         "per_seed_updates": {arm: [s["updates"] for s in seeds] for arm, seeds in
                              (("sft_ppo_checker", checker_seeds), ("sft_ppo_learned_rm", learned_seeds),
                               ("sft_ppo_learned_rm_kl0.2", anchored_seeds),
-                              ("sft_ppo_checker_target_kl", target_kl_seeds)) if seeds},
+                              ("sft_ppo_checker_target_kl", target_kl_seeds),
+                              ("sft_ppo_checker_family_sampling", family_seeds)) if seeds},
         "per_seed_sft_train_minutes": [w["train_minutes"] for w in warm],
         "notes": ("test: 100 held-out prompts (10 per family), greedy, strict checker; test_unseen: the same prompts "
                   "in instruction phrasings no training or SFT prompt uses. base: the instruct model (greedy, so one "
                   "number). ppo_instruct: the cpu preset from the instruct model (runs/example/learning.json). "
                   "sft_ppo_checker_target_kl: (d) with ppo_epochs=4 and target_kl=0.02 (Spinning Up's early stop). "
+                  "sft_ppo_checker_family_sampling: (d) with prompt_sampling=success_variance (task families drawn "
+                  "with weight p(1-p) + 0.02 of their recent training pass rate). "
                   f"ceiling: pass@{SAMPLES} at temperature 1 of each seed's SFT start on the main set (test)."),
     }
     (HERE.parent / "rlhf_learning.json").write_text(json.dumps(report, indent=1) + "\n")
