@@ -208,10 +208,11 @@ def summary_lines(summary: dict, run_dir: Path) -> list[str]:
 
 def plot_sft(losses: list[float], before: dict, after: dict, window: int = 5):
     """Two panels: the SFT loss per step (raw and smoothed), and the held-out pass rate per task
-    family before and after the warm-up."""
-    import matplotlib.pyplot as plt
+    family before and after the warm-up. A plain Figure, outside pyplot, so that a notebook shows it once."""
+    from matplotlib.figure import Figure
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 3.8))
+    fig = Figure(figsize=(12, 3.8))
+    left, right = fig.subplots(1, 2)
     steps = np.arange(1, len(losses) + 1)
     left.plot(steps, losses, color="tab:blue", alpha=0.3, lw=1)
     left.plot(steps, smooth(losses, window), color="tab:blue", lw=2, label=f"mean of {window} steps")
