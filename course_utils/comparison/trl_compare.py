@@ -626,7 +626,8 @@ METRIC_PAIRS = (
     MetricPair("policy/entropy_avg", "entropy", "padding",
                "TRL averages the next-token entropy over padding positions too"),
     MetricPair("val/ratio_var", "ratio_var", "different",
-               "TRL: variance of the per-minibatch mean ratios (NaN for one minibatch); ours: of the token ratios"),
+               "TRL: variance of the mean ratios of every (epoch, minibatch, micro-batch) of the update (NaN when "
+               "there is only one); ours: of the token ratios"),
     MetricPair("objective/entropy", None, "different",
                "TRL: -log π(sampled token) summed over each response (a per-response number); no metric of ours"),
     MetricPair("val/num_eos_tokens", "eos_rate", "different",
