@@ -68,7 +68,8 @@ class PPOConfig:
     """How training prompts are drawn: "shuffled" (every prompt once per pass, in a seeded order)
     or "success_variance" (families drawn with weight p(1-p) + family_weight_floor, p the family's
     recent checker pass rate on its training answers: batches go where the reward still varies;
-    ``course_utils.family_sampling``). Needs a checker reward."""
+    ``course_utils.family_sampling``). Needs a checker reward. Measured on the course's tasks: worse
+    than "shuffled" (a family answered at chance has the largest p(1-p))."""
     family_rate_decay: float = 0.9
     """success_variance: the share of past successes and trials each family's estimate keeps per
     update (0.9 remembers about the last ten updates)."""

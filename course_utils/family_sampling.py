@@ -1,4 +1,4 @@
-"""Family-balanced prompt sampling: more of the batch where the policy can still learn.
+"""Family-balanced prompt sampling: more of the batch where the reward still varies.
 
 With a binary reward, the expected improvement a policy-gradient step can make on a prompt is
 bounded by the variance p(1 - p) of its success rate p (Bae et al. 2025): a family the policy
@@ -12,6 +12,12 @@ of the next batch with probability proportional to
 (``family_weights``), where successes and trials decay by ``decay`` every update so the estimate
 follows the policy. The floor keeps solved and out-of-reach families in the batches, faded out
 rather than dropped, so that a solved family is still watched and can still be defended.
+
+A caution, measured (week 7, section 4; ``runs/example/rlhf_learning.json``): p(1 - p) is the
+variance of the reward, an upper bound on the signal, not a measure of what can be learned. A family
+answered at chance (Yes/No on a balanced set) has the largest p(1 - p) and nothing to learn, and a
+family the policy rarely passes but could learn is faded out. On the course's tasks this sampling
+did worse than plain shuffled batches.
 
 It hands out batches exactly like ``trainer.PromptStream`` (same ``next_batch``, same ``cursor``,
 same share per process under torchrun) and is resumable from its ``state_dict``.
