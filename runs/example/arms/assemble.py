@@ -26,7 +26,7 @@ traced; run from the repository root after the arms below, each one alone on 2 t
    (pass@1, pass@16); the answers the reward model overpays are scored and quoted; then the JSON
    and the figures.
 
-    python runs/example/arms/assemble.py --checker /tmp/arms --learned /tmp/arms2 \
+    COURSE_RM_DIR=runs/week06/reward_model python runs/example/arms/assemble.py --checker /tmp/arms --learned /tmp/arms2 \
         --anchored /tmp/arms_kl02 /tmp/arms_kl02b --full /tmp/arms_full --target-kl /tmp/arms_tkl \
         --family-sampling /tmp/arms_fs
 
