@@ -233,16 +233,13 @@ def plot_sft(losses: list[float], before: dict, after: dict, window: int = 5):
 
 def write_sft_report(run_dir: Path, metrics: dict) -> Path:
     """``report.md``, ``loss.png`` and ``metrics.json`` of an SFT warm-up."""
-    import matplotlib.pyplot as plt
-
     run_dir.mkdir(parents=True, exist_ok=True)
     cfg = metrics["config"]
     main_set, unseen_set = list(metrics["before"])
     before, after = metrics["before"][main_set], metrics["after"][main_set]
     unseen_before, unseen_after = metrics["before"][unseen_set], metrics["after"][unseen_set]
     fig = plot_sft(metrics["loss"], before, after)
-    fig.savefig(run_dir / "loss.png", dpi=110)
-    plt.close(fig)
+    fig.savefig(run_dir / "loss.png", dpi=110)  # a plain Figure: nothing for pyplot to close
     rows = [f"| {f} | {before['per_family'][f]:.0%} | {after['per_family'].get(f, 0.0):.0%} | "
             f"{unseen_before['per_family'].get(f, 0.0):.0%} | {unseen_after['per_family'].get(f, 0.0):.0%} |"
             for f in before["per_family"]]
