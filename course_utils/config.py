@@ -96,6 +96,12 @@ class PPOConfig:
     maths in another summation order (log-probs within ~1e-4, the same tokens under a seed), about
     1.5x faster sampling here, at the cost of one more copy of the weights in memory. No effect on
     a GPU or with gradients; false = PyTorch's default kernels."""
+    decode_loop: bool = True
+    """On a CPU: sample rollouts with the library's plain KV-cache loop (``machinery.decode_loop``:
+    a pre-allocated cache, two uniform random numbers per token) instead of transformers'
+    ``generate``. The same distribution, EOS rules and log-probs (the same tokens as generate when
+    it draws with torch.multinomial, tested); measured faster here. Ignored on a GPU and with
+    top_k/top_p; false = ``generate``."""
 
     # ----------------------------------------------------------------- PPO
     total_updates: int = 60

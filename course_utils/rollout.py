@@ -34,6 +34,7 @@ from typing import Sequence
 import torch
 
 from course_utils.machinery import hub
+from course_utils.machinery import decode_loop as fast_decode
 from course_utils.machinery.packed_linear import packed_linears
 from course_utils.ppo_math import last_token_index, logprobs_from_logits
 
@@ -504,6 +505,7 @@ def generate(
     keep_generation_logprobs: bool = False,
     keep_generation_values: bool = False,
     packed: bool = True,
+    decode_loop: bool = True,
 ) -> Rollout:
     """Sample one response per prompt; return a Rollout without log-probs or values yet.
 
@@ -519,6 +521,9 @@ def generate(
         (``rollout.generation_values``): the state that predicted token t, as in sequence_forward.
     packed: on a CPU in float32, compute the linear layers through oneDNN-packed copies of their
         weights (``machinery.packed_linear``): the same distribution, about 1.5x faster here.
+    decode_loop: on a CPU, sample with ``machinery.decode_loop`` (a pre-allocated cache, two
+        uniform numbers per token) instead of transformers' ``generate``: the same distribution,
+        rules and log-probs, with less work per token. Elsewhere, or with top_k/top_p, ``generate``.
     """
     policy, tokenizer = _unpack(model, tokenizer)
     settings = settings or SamplingSettings()
@@ -529,9 +534,8 @@ def generate(
     query_ids, query_mask = tokenize_prompts(tokenizer, prompts, system, settings.max_new_tokens, max_context)
     query_ids, query_mask = query_ids.to(device), query_mask.to(device)
     eos_ids = stop_token_ids(tokenizer, base)
-    # Values need the last hidden state of every step. A forward hook on the final norm (the
-    # module whose output the LM head reads) records just that; output_hidden_states would
-    # collect all layers at every step (measured: up to ~10% of the sampling time on a CPU).
+    # Values need each step's last hidden state: a hook on the final norm (read by the LM head) records
+    # just that; output_hidden_states would collect every layer (up to ~10% of the sampling time).
     final_norm = _final_norm(base) if keep_generation_values else None
     config = settings.generation_config(
         eos_ids, tokenizer.pad_token_id, output_logits=keep_generation_logprobs,
@@ -547,7 +551,7 @@ def generate(
                 _explicit_generation_config(base, config):
             if seed is not None:
                 torch.manual_seed(seed)
-            out = policy.lm.generate(input_ids=query_ids, attention_mask=query_mask, generation_config=config)
+            out = _draw(policy, query_ids, query_mask, settings, config, decode_loop)
     finally:
         if hook is not None:
             hook.remove()
@@ -567,6 +571,20 @@ def generate(
         steps = last_hidden[: raw.shape[1]] if final_norm is not None else [h[-1][:, -1] for h in out.hidden_states]
         rollout.generation_values = _sampler_values(policy, steps, mask)
     return rollout
+
+
+def _draw(policy, query_ids, query_mask, settings, config, decode_loop: bool):
+    """The sampling itself: the library's loop on a CPU, else transformers' generate. The loop
+    records values through the final-norm hook; where it is missing (output_hidden_states),
+    and for top_k/top_p, generate samples."""
+    use_loop = (decode_loop and policy.device.type == "cpu" and fast_decode.supports(settings)
+                and not config.output_hidden_states)
+    if not use_loop:
+        return policy.lm.generate(input_ids=query_ids, attention_mask=query_mask, generation_config=config)
+    eos = config.eos_token_id if isinstance(config.eos_token_id, list) else [config.eos_token_id]
+    return fast_decode.decode(policy.lm, policy.base_model.config, query_ids, query_mask,
+                              positions_from_attention_mask(query_mask), settings, eos, config.pad_token_id,
+                              keep_logits=bool(config.output_logits))
 
 
 def _sampler_logprobs(out, response_ids: torch.Tensor, mask: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -655,6 +673,7 @@ def collect_rollout(
     keep_generation_logprobs: bool = False,
     old_logprobs_from: str = "forward",
     packed: bool = True,
+    decode_loop: bool = True,
 ) -> Rollout:
     """Generate responses and compute everything PPO needs, timing each phase.
 
@@ -666,6 +685,7 @@ def collect_rollout(
     ``forward_batch_size`` splits the two forwards into chunks to cap memory (None: whole batch).
     ``packed``: sampling and the two frozen forwards run through oneDNN-packed weights on a CPU
     (``machinery.packed_linear``; float32 in another summation order, ~1e-5 in the log-probs).
+    ``decode_loop``: on a CPU, sample with ``machinery.decode_loop`` rather than ``generate``.
 
     old_logprobs_from="forward" (default): old log-probs and values come from a separate no-grad
     forward with the unmerged weights, the same computation as the training forward, so the
@@ -686,7 +706,7 @@ def collect_rollout(
     start = time.perf_counter()
     rollout = generate(bundle, tokenizer, prompts, settings, seed, system=system, merge_lora=merge_lora,
                        keep_generation_logprobs=keep_generation_logprobs or reuse, keep_generation_values=reuse,
-                       packed=packed)
+                       packed=packed, decode_loop=decode_loop)
     _sync(device)
     timings["generate_s"] = time.perf_counter() - start
 

@@ -85,7 +85,8 @@ def prepare_batch(bundle, records: list, sampling, reward, kl_coef: float, confi
     # 1. rollout: responses, old log-probs and values, reference log-probs (no gradients)
     rollout = collect_rollout(bundle, [r.prompt for r in records], sampling, records=records,
                               old_logprobs_from=config.old_logprobs_from,
-                              keep_generation_logprobs=config.log_sampler_kl, packed=config.packed_cpu_linears)
+                              keep_generation_logprobs=config.log_sampler_kl, packed=config.packed_cpu_linears,
+                              decode_loop=config.decode_loop)
     mask = rollout.response_mask
     t_rollout = time.perf_counter()
 

@@ -25,3 +25,48 @@ def tiny_tokenizer(tiny_model_dir):
     from course_utils.machinery import hub
 
     return hub.load_tokenizer(tiny_model_dir)
+
+
+# ---------------------------------------------------------------------------------------------
+# A tiny policy whose responses stop at EOS after different numbers of tokens (the sampling tests)
+
+PROMPTS = ["Add 2 and 3.", "Write the word cat in capitals.", "Hi", "Count: a, b, c", "Sort: b, a", "Is 7 odd?"]
+
+
+def stops_at_several_lengths(rollout) -> bool:
+    lengths = rollout.response_mask.sum(1)
+    return bool(rollout.ended_with_eos.any()) and len(set(lengths.tolist())) > 1
+
+
+@pytest.fixture()
+def stopping_bundle(tiny_model_dir):
+    """The tiny model with a non-zero LoRA adapter and an EOS made likely enough that, sampled at
+    temperature 1 (24 tokens, seed 3), ``PROMPTS`` stop at EOS after different numbers of tokens."""
+    from course_utils.models import LoRASettings, load_bundle
+    from course_utils.rollout import SamplingSettings, generate, stop_token_ids, tokenize_prompts
+
+    bundle = load_bundle(tiny_model_dir, lora=LoRASettings(rank=4, alpha=8), device="cpu", seed=0)
+    # A non-zero adapter (B starts at 0): the policy differs from the reference, and sampling with
+    # LoRA merged in must use the merged weights, not a stale packed copy of the base.
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, parameter in bundle.policy.lm.named_parameters():
+            if "lora_B" in name:
+                parameter.copy_(0.3 * torch.randn(parameter.shape, generator=generator))
+    # Make EOS likely: its output row points along the mean final state of the prompts, scaled
+    # (a logit near log(vocabulary size), about even odds) until responses stop at EOS after
+    # different numbers of tokens. The row is tied to the input embedding; that
+    # only changes the model, not the comparisons.
+    eos = stop_token_ids(bundle.tokenizer, bundle.policy.base_model)[0]
+    head = bundle.policy.base_model.get_output_embeddings().weight
+    query, mask = tokenize_prompts(bundle.tokenizer, PROMPTS, None, 24, None)
+    settings = SamplingSettings(max_new_tokens=24, temperature=1.0)
+    with torch.no_grad():
+        final = bundle.policy.base_model(input_ids=query, attention_mask=mask, output_hidden_states=True)
+        mean_state = final.hidden_states[-1][:, -1].mean(0)
+        for scale in (11.0, 10.5, 11.5, 10.0, 12.0, 9.5):
+            head[eos] = scale * mean_state / mean_state.dot(mean_state)
+            if stops_at_several_lengths(generate(bundle, prompts=PROMPTS, settings=settings, seed=3,
+                                                 packed=False, decode_loop=False)):
+                break
+    return bundle

@@ -528,10 +528,12 @@ def test_generation_values_from_the_norm_hook_equal_hidden_states(bundle, monkey
     torch.nn.init.normal_(policy.value_head.weight, std=0.1)
     try:
         settings = SamplingSettings(max_new_tokens=8)
-        hooked = generate(bundle, prompts=PROMPTS, settings=settings, seed=5, keep_generation_values=True)
+        hooked = generate(bundle, prompts=PROMPTS, settings=settings, seed=5, keep_generation_values=True,
+                          decode_loop=False)
         assert not norm._forward_hooks
         monkeypatch.setattr(rollout_module, "_final_norm", lambda model: None)
-        collected = generate(bundle, prompts=PROMPTS, settings=settings, seed=5, keep_generation_values=True)
+        collected = generate(bundle, prompts=PROMPTS, settings=settings, seed=5, keep_generation_values=True,
+                             decode_loop=False)
     finally:
         torch.nn.init.zeros_(policy.value_head.weight)
     assert torch.equal(hooked.response_ids, collected.response_ids)

@@ -124,6 +124,9 @@ class BenchConfig:
     packed_cpu_linears: bool = True
     """Ours only: the ``PPOConfig`` field of the same name (oneDNN-packed weights for sampling and
     the frozen forwards); ``--no-packed`` measures PyTorch's default kernels instead."""
+    decode_loop: bool = True
+    """Ours only: the ``PPOConfig`` field of the same name (the library's sampling loop rather than
+    transformers' ``generate``); ``--no-decode-loop`` measures ``generate`` instead."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -474,7 +477,8 @@ def building_blocks(trainer) -> tuple[dict, int, int]:
 
     def generation():  # with the sampler's log-probs and values kept, when the update uses them
         generate(bundle, None, prompts, sampling, keep_generation_logprobs=from_generation,
-                 keep_generation_values=from_generation, packed=config.packed_cpu_linears)
+                 keep_generation_values=from_generation, packed=config.packed_cpu_linears,
+                 decode_loop=config.decode_loop)
 
     def frozen_forwards():  # as collect_rollout does them
         policy.eval()
@@ -530,6 +534,7 @@ def run_ours(cfg: BenchConfig) -> dict:
         total_updates=cfg.warmup + cfg.updates, ppo_epochs=cfg.ppo_epochs,
         num_minibatches=cfg.num_minibatches, learning_rate=cfg.learning_rate, kl_coef=cfg.kl_coef,
         old_logprobs_from=cfg.old_logprobs_from, packed_cpu_linears=cfg.packed_cpu_linears,
+        decode_loop=cfg.decode_loop,
     )
     trainer = PPOTrainer(config, quiet=True)
     set_threads(cfg.threads)
@@ -789,6 +794,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="ours: old log-probs from the sampler's logits (default, as the cpu preset) or a separate forward")
     parser.add_argument("--no-packed", action="store_true",
                         help="ours: PyTorch's default CPU kernels instead of oneDNN-packed weights (to measure the change)")
+    parser.add_argument("--no-decode-loop", action="store_true",
+                        help="ours: sample with transformers' generate instead of the library's loop (to measure the change)")
     parser.add_argument("--timeout", type=float, default=None, help="seconds allowed per child (default: none)")
     parser.add_argument("--child", choices=("ours", "trl"), help=argparse.SUPPRESS)
     parser.add_argument("--child-config", help=argparse.SUPPRESS)
@@ -812,7 +819,7 @@ def main(argv: list[str] | None = None) -> dict:
     cfg = BenchConfig(model=args.model, updates=args.updates, warmup=args.warmup, threads=args.threads,
                       batch_size=args.batch_size, response_length=args.response_length,
                       full_length=not args.natural_eos, old_logprobs_from=args.old_logprobs_from,
-                      packed_cpu_linears=not args.no_packed)
+                      packed_cpu_linears=not args.no_packed, decode_loop=not args.no_decode_loop)
     sides = [args.only] if args.only else ["ours", "trl"]
     machine = machine_info()
     results = {"ours": {"skipped": True}, "trl": {"skipped": True}}
