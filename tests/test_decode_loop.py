@@ -16,7 +16,7 @@ import torch
 from conftest import PROMPTS, stops_at_several_lengths
 
 from course_utils.machinery import decode_loop
-from course_utils.rollout import SamplingSettings, collect_rollout, generate
+from course_utils.rollout import SamplingSettings, collect_rollout, generate, positions_from_attention_mask
 
 SETTINGS = SamplingSettings(max_new_tokens=24, temperature=1.0)
 FIELDS = ("response_ids", "response_mask", "last_index", "ended_with_eos", "truncated")
@@ -127,3 +127,40 @@ def test_it_refuses_what_it_does_not_reproduce(stopping_bundle):
         decode_loop.decode(lm, config, ids, mask, mask, SamplingSettings(top_p=0.9), [0], 0)
     with pytest.raises(ValueError, match="sampler"):
         decode_loop.decode(lm, config, ids, mask, mask, SETTINGS, [0], 0, sampler="gumbel")
+
+
+@pytest.mark.parametrize("architecture", ["llama", "qwen2"])
+def test_the_loop_draws_generates_tokens_for_each_preset_architecture(architecture):
+    """SmolLM2 is a Llama, the hub preset Qwen2.5 a Qwen2: both from a random 2-layer config, left
+    padding, EOS likely, the loop (drawing as generate does) against generate itself."""
+    import transformers
+
+    kind = {"llama": ("LlamaConfig", "LlamaForCausalLM"), "qwen2": ("Qwen2Config", "Qwen2ForCausalLM")}[architecture]
+    config = getattr(transformers, kind[0])(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                            eos_token_id=1, pad_token_id=0, tie_word_embeddings=True)
+    torch.manual_seed(0)
+    lm = getattr(transformers, kind[1])(config).eval()
+    def likely_eos(module, inputs, logits):  # p(EOS) about 0.16 a step: rows end at different lengths
+        logits = logits.clone()
+        logits[..., 1] += 2.5
+        return logits
+
+    lm.get_output_embeddings().register_forward_hook(likely_eos)
+    ids = torch.randint(2, 64, (5, 7))
+    mask = torch.ones_like(ids)
+    for row, pad in enumerate([3, 0, 5, 1, 0]):
+        ids[row, :pad], mask[row, :pad] = 0, 0
+    settings = SamplingSettings(max_new_tokens=12, temperature=1.0)
+    positions = positions_from_attention_mask(mask)
+    generation = settings.generation_config([1], 0, output_logits=True)
+    generation.disable_compile = True
+    torch.manual_seed(7)
+    reference = lm.generate(input_ids=ids, attention_mask=mask, generation_config=generation)
+    torch.manual_seed(7)
+    loop = decode_loop.decode(lm, config, ids, mask, positions, settings, [1], 0, keep_logits=True,
+                              sampler="multinomial")
+    assert torch.equal(loop.sequences, reference.sequences)
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(loop.logits, reference.logits))
+    ends = [(row == 1).nonzero()[0].item() if bool((row == 1).any()) else None for row in loop.sequences[:, 7:]]
+    assert len({e for e in ends if e is not None}) > 1  # rows ended at different steps: the pads after were checked
