@@ -581,10 +581,9 @@ def _draw(policy, query_ids, query_mask, settings, config, decode_loop: bool):
                 and not config.output_hidden_states)
     if not use_loop:
         return policy.lm.generate(input_ids=query_ids, attention_mask=query_mask, generation_config=config)
-    eos = config.eos_token_id if isinstance(config.eos_token_id, list) else [config.eos_token_id]
     return fast_decode.decode(policy.lm, policy.base_model.config, query_ids, query_mask,
-                              positions_from_attention_mask(query_mask), settings, eos, config.pad_token_id,
-                              keep_logits=bool(config.output_logits))
+                              positions_from_attention_mask(query_mask), settings, config.eos_token_id,
+                              config.pad_token_id, keep_logits=bool(config.output_logits))
 
 
 def _sampler_logprobs(out, response_ids: torch.Tensor, mask: torch.Tensor, temperature: float) -> torch.Tensor:

@@ -2,8 +2,8 @@
 
 - drawing with torch.multinomial, as generate does, it returns generate's tokens exactly under a
   seed, with the same EOS rule, the same EOS ban (min_new_tokens) and the same raw logits;
-- its own sampler (one uniform number per row, inverted through the CDF) draws each token with the
-  softmax's probability (checked by frequency against the exact softmax of a small vocabulary);
+- its own sampler (two uniform numbers per row, inverted through a block's and a token's CDF) draws
+  each token with the softmax's probability (checked by frequency against the exact softmax);
 - the log-probs it keeps equal a separate forward's, and the responses stop at EOS as before."""
 
 from __future__ import annotations
