@@ -4,6 +4,8 @@ rule; and it leaves the model exactly as it found it."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 from torch import nn
@@ -137,3 +139,26 @@ def test_a_layer_keeps_its_hooks(bundle):
     finally:
         handle.remove()
     assert bool(fast.ended_with_eos.all()) and fast.response_mask.sum(1).tolist() == [1.0] * len(PROMPTS)
+
+
+def test_q_k_v_and_gate_up_share_one_product_and_another_input_gets_its_own(bundle):
+    """Layers that read one input are packed as one (FUSED_GROUPS); a member whose input a
+    pre-hook changed must not be handed its slice of the product the first member computed."""
+    policy = bundle.policy
+    block = policy.base_model.model.layers[0]
+    x = torch.randint(0, 100, (2, 5))
+    doubled = block.self_attn.k_proj.register_forward_pre_hook(lambda module, args: (args[0] * 2,))
+    try:
+        with torch.no_grad():
+            dense = policy.lm(input_ids=x).logits
+            with packed_linear.packed_linears(policy):
+                groups = {id(m.__dict__["forward"].func.__self__) for m in policy.modules()
+                          if isinstance(m.__dict__.get("forward"), functools.partial)
+                          and isinstance(m.__dict__["forward"].func.__self__, packed_linear._FusedGroup)}
+                packed = policy.lm(input_ids=x).logits
+    finally:
+        doubled.remove()
+    assert len(groups) == 2 * len(policy.base_model.model.layers)  # attention and MLP of each block
+    assert torch.allclose(packed, dense, atol=1e-4, rtol=0)
+    with torch.no_grad():
+        assert not torch.allclose(policy.lm(input_ids=x).logits, dense, atol=1e-3)  # the hook matters
