@@ -124,7 +124,7 @@ def test_dropout_is_off_so_the_first_ratio_is_one(tmp_path, tiny_model_dir):
     assert float(ratio["max"]) == pytest.approx(1.0, abs=1e-5) and float(ratio["mean"]) == pytest.approx(1.0, abs=1e-6)
 
 
-def test_lora_is_merged_for_sampling_only_in_float32(tiny_model_dir, monkeypatch):
+def test_lora_is_merged_for_sampling_only_in_float32_and_not_on_the_packed_path(tiny_model_dir, monkeypatch):
     from course_utils.models import PolicyWithValue, load_bundle
     from course_utils.rollout import SamplingSettings, generate
 
@@ -133,7 +133,8 @@ def test_lora_is_merged_for_sampling_only_in_float32(tiny_model_dir, monkeypatch
     monkeypatch.setattr(PolicyWithValue, "merged_adapter", lambda self, *a, **k: merged.append(self.dtype) or real(self, *a, **k))
     for dtype in (torch.float32, torch.bfloat16):
         bundle = load_bundle(tiny_model_dir, device="cpu", dtype=dtype)
-        generate(bundle, prompts=["Say hi."], settings=SamplingSettings(max_new_tokens=2))
+        for packed in (True, False):  # packed: the base weights stay packed, the adapter beside them
+            generate(bundle, prompts=["Say hi."], settings=SamplingSettings(max_new_tokens=2), packed=packed)
     assert merged == [torch.float32]
 
 

@@ -601,7 +601,7 @@ def run_ours(cfg: BenchConfig) -> dict:
                                "prompt_tokens": prompt_tokens, "response_tokens": cfg.response_length},
         "over_lower_bound": over_bound,
         "building_blocks_notes": {
-            "generation_s": f"rollout.generate (LoRA merged): {cfg.batch_size} prompts, "
+            "generation_s": f"rollout.generate (LoRA merged unless packed): {cfg.batch_size} prompts, "
                             f"{block_tokens} response tokens",
             "frozen_forwards_s": ("sequence_forward without gradients: the reference (adapter disabled); the old "
                                   "log-probs and values come with the sample (old_logprobs_from=generation)"
@@ -615,7 +615,8 @@ def run_ours(cfg: BenchConfig) -> dict:
         "trainable_parameters": int(trainable),
         "computes": {
             "policy": f"LoRA r{cfg.lora_rank} alpha {cfg.lora_alpha} on {cfg.lora_target_modules} (peft), "
-                      "merged into the weights while generating",
+                      + ("merged into the weights while generating" if not cfg.packed_cpu_linears
+                         else "kept beside the packed base weights while generating (not merged)"),
             "reference": "the policy with its adapter disabled",
             "value": "linear value head on the policy's shared backbone (one forward gives logits and values)",
             "reward": "task checker, partial credit (Python on the decoded text; no model forward)",
