@@ -46,8 +46,8 @@ def stopping_bundle(tiny_model_dir):
     from course_utils.rollout import SamplingSettings, generate, stop_token_ids, tokenize_prompts
 
     bundle = load_bundle(tiny_model_dir, lora=LoRASettings(rank=4, alpha=8), device="cpu", seed=0)
-    # A non-zero adapter (B starts at 0): the policy differs from the reference, and sampling with
-    # LoRA merged in must use the merged weights, not a stale packed copy of the base.
+    # A non-zero adapter (B starts at 0): the policy differs from the reference, so sampling with a
+    # stale packed copy (the base weights where LoRA is merged in) would show.
     generator = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for name, parameter in bundle.policy.lm.named_parameters():

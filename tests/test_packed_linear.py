@@ -55,7 +55,7 @@ def test_frozen_forwards_agree_and_the_first_ratio_stays_one(bundle):
 
 def test_a_packed_run_logs_what_a_plain_run_logs(tmp_path, monkeypatch):
     """Three smoke updates, packed and plain, same seed: every logged number agrees to float32
-    round-off (the stale-copy failure, sampling with the reference's weights, logs a KL of 0)."""
+    round-off (a stale copy, sampling with the reference's weights, would log a KL of 0)."""
     from test_golden_metrics import run_variant
 
     overrides = {"total_updates": 3, "old_logprobs_from": "generation"}
@@ -66,6 +66,25 @@ def test_a_packed_run_logs_what_a_plain_run_logs(tmp_path, monkeypatch):
     for a, b in zip(plain["metrics"], packed["metrics"]):
         for key in ("kl_per_sequence", "score", "policy_loss", "value_loss", "approx_kl", "response_length"):
             assert b[key] == pytest.approx(a[key], rel=1e-3, abs=1e-4), key
+
+
+def test_merging_lora_in_for_packed_sampling_repacks_and_puts_the_base_copies_back(bundle):
+    """merge_lora=True on the packed path: the adapted layers (and their groups) are packed with the
+    merged weights for sampling, and the base copies come back afterwards, twice in a row."""
+    settings = SamplingSettings(max_new_tokens=12, temperature=1.0)
+    plain = generate(bundle, prompts=PROMPTS, settings=settings, seed=4, keep_generation_logprobs=True, packed=False)
+    x = torch.randint(0, 100, (2, 5))
+    with torch.no_grad():
+        dense = bundle.policy.lm(input_ids=x).logits
+    for _ in range(2):
+        merged = generate(bundle, prompts=PROMPTS, settings=settings, seed=4, keep_generation_logprobs=True,
+                          packed=True, merge_lora=True)
+        assert torch.equal(merged.response_ids, plain.response_ids)
+        assert torch.allclose(merged.generation_logprobs, plain.generation_logprobs, atol=1e-5, rtol=0)
+        with torch.no_grad(), packed_linear.packed_linears(bundle.policy):  # the copies in the cache now
+            assert torch.allclose(bundle.policy.lm(input_ids=x).logits, dense, atol=1e-4, rtol=0)
+        with torch.no_grad(), bundle.reference_model() as reference, packed_linear.packed_linears(reference):
+            assert not torch.allclose(reference.lm(input_ids=x).logits, dense, atol=1e-3)  # the adapter is off
 
 
 def test_the_model_is_put_back_and_a_changed_weight_is_packed_again(bundle):

@@ -2,9 +2,11 @@
 
 A decode step multiplies a few rows (the batch) by every weight matrix: a matrix-vector product
 whose speed is how fast the kernel streams the weights. On this 2-core machine PyTorch's default
-float32 kernel streams SmolLM2's weights at about 13 GB/s; the same product through oneDNN with the
-weights stored in its packed layout (``torch.utils.mkldnn.MkldnnLinear``) at about 17 GB/s, and a
-whole rollout of 8 x 32 tokens takes 2.0 s instead of 3.0 s (measured, see ``make bench``). The
+float32 kernel streams SmolLM2's weights at about 12 GB/s. oneDNN with the weights reordered once
+into its own blocked layout (``torch.ops.mkldnn._reorder_linear_weight``, then
+``torch.ops.mkldnn._linear_pointwise`` on ordinary tensors: the pair inductor's CPU weight
+prepacking uses) streams them at about 25 GB/s; ``torch.utils.mkldnn.MkldnnLinear``, which converts
+the input to a oneDNN tensor and the output back on every call, at about 14-19 GB/s (measured). The
 arithmetic is the same float32 arithmetic in another summation order: logits agree to ~1e-4, and
 the tokens sampled under a fixed generator are the same (``tests/test_packed_linear.py``).
 
@@ -20,22 +22,29 @@ Used only where it is safe and pays:
 - layers that read the same input are packed as one: q/k/v of an attention block and gate/up of
   an MLP (``FUSED_GROUPS``). Each member's forward returns its slice of the one product, computed
   when the first member is called. A decode step then makes 4 oneDNN calls per block instead of
-  7, and each streams a larger matrix: the block's linear layers take 22 ms a step instead of
-  26 ms here. A member called with another input than the first (a pre-hook that changed it)
-  computes its product anew, so the answer never depends on the call order;
-- the packed copies are cached per layer (or group) and rebuilt when a weight changes: the q/v
-  layers with LoRA merged in for sampling (about 90 MB for SmolLM2 with k fused in, tens of
-  milliseconds), or every layer under full fine-tuning. A change is seen through the weight's version counter, which
-  an in-place update bumps; a write through ``weight.data`` does not bump it, so code that writes
-  weights that way must call ``forget`` (as the LoRA merge does). The cache costs one more copy
-  of the packed weights in memory.
+  7, and each streams a larger matrix (measured with MkldnnLinear: the blocks' linear layers took
+  22 ms a step instead of 26 ms). What is checked is the identity of the input tensor: a member
+  handed another tensor than the first member got (say a pre-hook replaced it) computes the
+  whole group's product again, so the answer never depends on the call order;
+- the packed copies are cached per layer (or group) and rebuilt when a weight or bias changes:
+  every layer under full fine-tuning, or the adapted layers when LoRA is merged in for sampling
+  (``rollout.generate(merge_lora=True)``; by default the packed path keeps the adapter beside the
+  base weights instead, so nothing is re-packed). A change is seen through the tensor's version
+  counter, which an in-place update bumps; a write through ``weight.data`` does not bump it, so
+  code that writes weights that way must call ``forget`` (as the LoRA merge does). The cache costs
+  one more copy of the weights in memory.
+
+``_reorder_linear_weight`` and ``_linear_pointwise`` are private, undocumented PyTorch operators;
+where they are missing (another build) ``available`` is False and the layers stay dense.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import weakref
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Iterator
 
 import torch
@@ -48,9 +57,13 @@ FUSED_GROUPS = (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"))
 """Children of one module that are called on the same input (Llama and Qwen2 attention and MLP),
 in the order the module calls them."""
 
-_PACKED: "weakref.WeakKeyDictionary[nn.Linear, tuple[int, int, nn.Module]]" = weakref.WeakKeyDictionary()
-_FUSED: "weakref.WeakKeyDictionary[nn.Module, tuple[tuple, tuple, nn.Module]]" = weakref.WeakKeyDictionary()
-"""parent module -> (its member layers, their weights' (version, address), the packed copy)."""
+BATCH_HINT = None
+"""The number of rows oneDNN is told to reorder the weights for (None: its general layout)."""
+
+_PACKED: "weakref.WeakKeyDictionary[nn.Linear, tuple[tuple, _Prepacked]]" = weakref.WeakKeyDictionary()
+"""layer -> (the state of its parameters when packed, see ``_parameter_keys``; the packed copy)."""
+_FUSED: "weakref.WeakKeyDictionary[nn.Module, tuple[tuple, tuple, _Prepacked]]" = weakref.WeakKeyDictionary()
+"""parent module -> (its member layers, their parameters' state when packed, the packed copy)."""
 
 
 def available(model: nn.Module) -> bool:
@@ -59,54 +72,80 @@ def available(model: nn.Module) -> bool:
         weight = next(model.parameters())
     except StopIteration:
         return False
-    return weight.device.type == "cpu" and weight.dtype == torch.float32 and torch.backends.mkldnn.is_available()
+    return (weight.device.type == "cpu" and weight.dtype == torch.float32 and torch.backends.mkldnn.is_available()
+            and hasattr(torch.ops.mkldnn, "_linear_pointwise") and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
+
+
+class _Prepacked:
+    """y = x · Wᵀ + b with W reordered once into oneDNN's layout; x and y are ordinary tensors."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None):
+        self.weight = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), BATCH_HINT)
+        self.bias = None if bias is None else bias.detach().clone()
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        # "none", [], "": no activation fused into the product.
+        return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self.weight, self.bias, "none", [], "")
 
 
 def forget(layers) -> None:
-    """Drop the packed copies of ``layers``. Call it after changing their weights in a way the
-    version counter does not see: peft merges LoRA through ``weight.data``, which leaves
-    ``weight._version`` unchanged (``models.PolicyWithValue.merged_adapter`` calls this)."""
+    """Drop the packed copies of ``layers`` and of the groups they belong to. Call it after
+    changing their weights in a way the version counter does not see: peft merges LoRA through
+    ``weight.data``, which leaves ``weight._version`` unchanged
+    (``models.PolicyWithValue.merged_adapter`` calls this)."""
     set_aside(layers)
 
 
-def set_aside(layers) -> dict:
+@dataclass
+class SetAside:
+    """Packed copies taken out of the cache by ``set_aside``."""
+
+    layers: dict   # layer -> _Prepacked
+    groups: dict   # parent module -> (member layers, _Prepacked)
+
+
+def set_aside(layers) -> SetAside:
     """Take the packed copies of ``layers`` (and of the groups they belong to) out of the cache,
     to ``put_back`` once their weights hold exactly these values again (``merged_adapter``
-    restores the base weights bit for bit)."""
+    restores the base weights bit for bit). Copies already stale are dropped, not kept."""
     layers = set(layers)
-    aside = {layer: _PACKED.pop(layer)[2] for layer in layers if layer in _PACKED}
-    for parent, (members, _, packed) in list(_FUSED.items()):
+    aside = SetAside({}, {})
+    for layer in layers:
+        if layer in _PACKED:
+            keys, packed = _PACKED.pop(layer)
+            if keys == _parameter_keys([layer]):
+                aside.layers[layer] = packed
+    for parent, (members, keys, packed) in list(_FUSED.items()):
         if layers.intersection(members):
             del _FUSED[parent]
-            aside[parent] = (members, packed)
+            if keys == _parameter_keys(members):
+                aside.groups[parent] = (members, packed)
     return aside
 
 
-def put_back(aside: dict) -> None:
+def put_back(aside: SetAside) -> None:
     """Return copies taken by ``set_aside``, valid for the weights as they are now."""
-    for owner, packed in aside.items():
-        if isinstance(packed, tuple):
-            members, packed = packed
-            _FUSED[owner] = (members, _weight_keys(members), packed)
-        else:
-            _PACKED[owner] = (*_weight_keys([owner])[0], packed)
+    for layer, packed in aside.layers.items():
+        _PACKED[layer] = (_parameter_keys([layer]), packed)
+    for parent, (members, packed) in aside.groups.items():
+        _FUSED[parent] = (members, _parameter_keys(members), packed)
 
 
-def _weight_keys(layers) -> tuple:
-    return tuple((layer.weight._version, layer.weight.data_ptr()) for layer in layers)
+def _parameter_keys(layers) -> tuple:
+    """What tells a packed copy is stale: each weight's and bias's version counter and address."""
+    return tuple((p._version, p.data_ptr()) for layer in layers
+                 for p in (layer.weight, layer.bias) if p is not None)
 
 
-def _packed_copy(linear: nn.Linear) -> nn.Module:
-    """The oneDNN copy of ``linear``, from the cache when its weight has not changed since."""
-    from torch.utils.mkldnn import MkldnnLinear
-
-    key = _weight_keys([linear])[0]
+def _packed_copy(linear: nn.Linear) -> _Prepacked:
+    """The oneDNN copy of ``linear``, from the cache when its parameters have not changed since."""
+    keys = _parameter_keys([linear])
     cached = _PACKED.get(linear)
-    if cached is None or cached[:2] != key:
+    if cached is None or cached[0] != keys:
         with torch.no_grad():
-            cached = (*key, MkldnnLinear(linear, torch.float32))
+            cached = (keys, _Prepacked(linear.weight, linear.bias))
         _PACKED[linear] = cached
-    return cached[2]
+    return cached[1]
 
 
 class _PackedForwardDenseBackward(torch.autograd.Function):
@@ -127,22 +166,14 @@ def _frozen_packed_forward(dense: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     return _PackedForwardDenseBackward.apply(x, dense.weight, _packed_copy(dense))
 
 
-def _fused_packed_copy(parent: nn.Module, members: tuple) -> nn.Module:
+def _fused_packed_copy(parent: nn.Module, members: tuple) -> _Prepacked:
     """One oneDNN copy of ``members`` stacked: y = x · [W_1; W_2; ...]ᵀ (+ [b_1; b_2; ...])."""
-    from torch.utils.mkldnn import MkldnnLinear
-
-    keys = _weight_keys(members)
+    keys = _parameter_keys(members)
     cached = _FUSED.get(parent)
     if cached is None or cached[0] != members or cached[1] != keys:
         with torch.no_grad():
-            # skip_init: no random initialisation, which would move the global generator that
-            # sampling draws from.
-            stacked = nn.utils.skip_init(nn.Linear, members[0].in_features, sum(m.out_features for m in members),
-                                         bias=members[0].bias is not None)
-            stacked.weight.copy_(torch.cat([m.weight for m in members]))
-            if stacked.bias is not None:
-                stacked.bias.copy_(torch.cat([m.bias for m in members]))
-            cached = (members, keys, MkldnnLinear(stacked, torch.float32))
+            bias = None if members[0].bias is None else torch.cat([m.bias for m in members])
+            cached = (members, keys, _Prepacked(torch.cat([m.weight for m in members]), bias))
         _FUSED[parent] = cached
     return cached[2]
 
@@ -165,9 +196,9 @@ class _FusedForwardDenseBackward(torch.autograd.Function):
 class _FusedGroup:
     """The members of one group share a single product; member i returns its slice of it."""
 
-    def __init__(self, parent: nn.Module, members: tuple, training: bool):
-        self.parent, self.members, self.training = parent, members, training
-        ends = torch.tensor([m.out_features for m in members]).cumsum(0).tolist()
+    def __init__(self, parent: nn.Module, members: tuple, with_grad: bool):
+        self.parent, self.members, self.with_grad = parent, members, with_grad
+        ends = list(itertools.accumulate(m.out_features for m in members))
         self.slices = [slice(start, end) for start, end in zip([0] + ends[:-1], ends)]
         self.clear()
 
@@ -175,11 +206,13 @@ class _FusedGroup:
         self.input = self.output = None
 
     def member_forward(self, index: int, x: torch.Tensor) -> torch.Tensor:
-        if index == 0 or x is not self.input:  # identity, not equality: the very tensor the first got
+        # The first member starts a new call of the parent module: always compute. The others take
+        # their slice only if handed the very tensor the first got (identity, not equality).
+        if index == 0 or x is not self.input:
             packed = _fused_packed_copy(self.parent, self.members)
             self.input = x
             self.output = (_FusedForwardDenseBackward.apply(x, packed, *(m.weight for m in self.members))
-                           if self.training else packed(x))
+                           if self.with_grad else packed(x))
         out = self.output[..., self.slices[index]]
         if index == len(self.members) - 1:
             self.clear()  # do not hold activations between blocks
@@ -194,8 +227,9 @@ def _linear_of(module) -> nn.Linear | None:
     return base() if base is not None and type(base()) is nn.Linear else None
 
 
-def _fused_groups(model: nn.Module, eligible: list[nn.Linear], training: bool) -> list[_FusedGroup]:
-    """The groups of ``FUSED_GROUPS`` whose members are all eligible and read inputs of one width."""
+def _fused_groups(model: nn.Module, eligible: list[nn.Linear], with_grad: bool) -> list[_FusedGroup]:
+    """The groups of ``FUSED_GROUPS`` whose members are all eligible, read inputs of one width and
+    all have a bias or none."""
     eligible = set(eligible)
     groups = []
     for parent in model.modules():
@@ -203,7 +237,7 @@ def _fused_groups(model: nn.Module, eligible: list[nn.Linear], training: bool) -
             members = tuple(_linear_of(getattr(parent, name, None)) for name in names)
             if (all(m in eligible for m in members) and len({m.in_features for m in members}) == 1
                     and len({m.bias is None for m in members}) == 1):
-                groups.append(_FusedGroup(parent, members, training))
+                groups.append(_FusedGroup(parent, members, with_grad))
     return groups
 
 
@@ -216,11 +250,11 @@ def packed_linears(model: nn.Module, enabled: bool = True) -> Iterator[int]:
     if not enabled or not available(model):
         yield 0
         return
-    training = torch.is_grad_enabled()
+    with_grad = torch.is_grad_enabled()
     layers = [m for m in model.modules()
               if type(m) is nn.Linear and m.weight.numel() >= MIN_ELEMENTS and "forward" not in m.__dict__
-              and not (training and m.weight.requires_grad)]
-    groups = _fused_groups(model, layers, training)
+              and not (with_grad and any(p.requires_grad for p in m.parameters()))]
+    groups = _fused_groups(model, layers, with_grad)
     try:
         # Into __dict__: nn.Module.__setattr__ would register a module as a child.
         for group in groups:
@@ -228,7 +262,7 @@ def packed_linears(model: nn.Module, enabled: bool = True) -> Iterator[int]:
                 member.__dict__["forward"] = functools.partial(group.member_forward, index)
         for layer in layers:
             if "forward" not in layer.__dict__:
-                layer.__dict__["forward"] = (functools.partial(_frozen_packed_forward, layer) if training
+                layer.__dict__["forward"] = (functools.partial(_frozen_packed_forward, layer) if with_grad
                                              else _packed_copy(layer))
         yield len(layers)
     finally:

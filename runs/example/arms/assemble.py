@@ -19,6 +19,9 @@ traced; run from the repository root after the arms below, each one alone on 2 t
        # (d'') a lever for (d): family-balanced prompts, weight p(1-p) of each family's recent pass rate -> <fs>/
        python -m course_utils bench-learning --config configs/cpu_sft.yaml --sft --set prompt_sampling=success_variance \
            --out <fs>/sft_ppo_checker_fs.json
+       # a third lever for (d): (d') sampled at temperature 0.7 instead of 1.0 -> <low_temperature>/
+       python -m course_utils bench-learning --config configs/cpu_sft.yaml --sft \
+           --set ppo_epochs=4 target_kl=0.02 temperature=0.7 --out <low_temperature>/sft_ppo_checker_t07.json
    (all: --seeds 0 1 2 --minutes 15 --parallel 1 unless the JSON says otherwise; the SFT warm-up's
    training time is taken out of PPO's 15 minutes.)
 2. This script, with nothing else running: every final policy answers the unseen-phrasing set too;
@@ -28,7 +31,7 @@ traced; run from the repository root after the arms below, each one alone on 2 t
 
     COURSE_RM_DIR=runs/week06/reward_model python runs/example/arms/assemble.py --checker /tmp/arms --learned /tmp/arms2 \
         --anchored /tmp/arms_kl02 /tmp/arms_kl02b --full /tmp/arms_full --target-kl /tmp/arms_tkl \
-        --family-sampling /tmp/arms_fs
+        --family-sampling /tmp/arms_fs --low-temperature /tmp/arms_t07
 
 Post-hoc measurements are cached in <learned>/posthoc.json, so a second call only redraws.
 """
@@ -53,6 +56,16 @@ KEEP = ("report.md", "curves.png", "metrics.jsonl", "evals.jsonl", "summary.json
 SAMPLES = 16
 SETS = ("test", UNSEEN_SPLIT)
 NOT_KEPT = "(a run folder, not kept)"
+LEVERS = (  # (option, the JSON bench-learning wrote, arm name, what differs from (d))
+    ("target-kl", "sft_ppo_checker_tkl.json", "sft_ppo_checker_target_kl",
+     "ppo_epochs=4 and target_kl=0.02 (Spinning Up's early stop)"),
+    ("family-sampling", "sft_ppo_checker_fs.json", "sft_ppo_checker_family_sampling",
+     "prompt_sampling=success_variance (task families drawn with weight p(1-p) + 0.02 of their recent "
+     "training pass rate)"),
+    ("low-temperature", "sft_ppo_checker_t07.json", "sft_ppo_checker_target_kl_t0.7",
+     "ppo_epochs=4, target_kl=0.02 and rollouts sampled at temperature 0.7 instead of 1.0 (recorded a "
+     "session later, with the faster unmerged sampling: compare its updates per seed)"),
+)
 
 
 def mean_se(values: list[float]) -> dict:
@@ -162,7 +175,7 @@ def kept_json(bench: dict, arm: str) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for name in ("checker", "learned", "full", "target-kl", "family-sampling"):
+    for name in ("checker", "learned", "full", *(lever[0] for lever in LEVERS)):
         p.add_argument(f"--{name}", type=Path)
     p.add_argument("--anchored", type=Path, nargs="+", help="the folder(s) of the beta 0.2 arm's seeds")
     p.add_argument("--reward-model", type=Path, default=Path("runs/week06/reward_model"))
@@ -193,16 +206,12 @@ def main() -> None:
         arms["sft_ppo_learned_rm_kl0.2"], anchored_seeds = ppo_arm(args.anchored, "sft_ppo_learned_rm.json",
                                                                    "sft_ppo_learned_rm_kl0.2", cache)
         save_cache()
-    target_kl_seeds = []
-    if args.target_kl and (args.target_kl / "sft_ppo_checker_tkl.json").is_file():
-        arms["sft_ppo_checker_target_kl"], target_kl_seeds = ppo_arm(args.target_kl, "sft_ppo_checker_tkl.json",
-                                                                     "sft_ppo_checker_target_kl", cache)
-        save_cache()
-    family_seeds = []
-    if args.family_sampling and (args.family_sampling / "sft_ppo_checker_fs.json").is_file():
-        arms["sft_ppo_checker_family_sampling"], family_seeds = ppo_arm(
-            args.family_sampling, "sft_ppo_checker_fs.json", "sft_ppo_checker_family_sampling", cache)
-        save_cache()
+    lever_seeds = {}
+    for option, json_name, arm, _ in LEVERS:
+        folder = getattr(args, option.replace("-", "_"))
+        if folder and (folder / json_name).is_file():
+            arms[arm], lever_seeds[arm] = ppo_arm(folder, json_name, arm, cache)
+            save_cache()
     instruct = json.loads((HERE.parent / "learning.json").read_text())
     arms["ppo_instruct"] = {"test": [100 * s["pass_after"] for s in instruct["seeds"]]}
 
@@ -256,17 +265,13 @@ def main() -> None:
         "overpaid_answers": cache["overpaid"],
         "per_seed_updates": {arm: [s["updates"] for s in seeds] for arm, seeds in
                              (("sft_ppo_checker", checker_seeds), ("sft_ppo_learned_rm", learned_seeds),
-                              ("sft_ppo_learned_rm_kl0.2", anchored_seeds),
-                              ("sft_ppo_checker_target_kl", target_kl_seeds),
-                              ("sft_ppo_checker_family_sampling", family_seeds)) if seeds},
+                              ("sft_ppo_learned_rm_kl0.2", anchored_seeds), *lever_seeds.items()) if seeds},
         "per_seed_sft_train_minutes": [w["train_minutes"] for w in warm],
         "notes": ("test: 100 held-out prompts (10 per family), greedy, strict checker; test_unseen: the same prompts "
                   "in instruction phrasings no training or SFT prompt uses. base: the instruct model (greedy, so one "
                   "number). ppo_instruct: the cpu preset from the instruct model (runs/example/learning.json). "
-                  "sft_ppo_checker_target_kl: (d) with ppo_epochs=4 and target_kl=0.02 (Spinning Up's early stop). "
-                  "sft_ppo_checker_family_sampling: (d) with prompt_sampling=success_variance (task families drawn "
-                  "with weight p(1-p) + 0.02 of their recent training pass rate). "
-                  f"ceiling: pass@{SAMPLES} at temperature 1 of each seed's SFT start on the main set (test)."),
+                  + "".join(f"{arm}: (d) with {what}. " for _, _, arm, what in LEVERS if arm in arms)
+                  + f"ceiling: pass@{SAMPLES} at temperature 1 of each seed's SFT start on the main set (test)."),
     }
     (HERE.parent / "rlhf_learning.json").write_text(json.dumps(report, indent=1) + "\n")
 
