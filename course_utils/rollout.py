@@ -550,9 +550,7 @@ def generate(
     hook = (final_norm.register_forward_hook(lambda _module, _inputs, out: last_hidden.append(out[:, -1]))
             if final_norm is not None else None)
     rng = torch.random.fork_rng(devices=[device] if device.type == "cuda" else []) if seed is not None else nullcontext()
-    if merge_lora is None:
-        merge_lora = not (packed and policy.device.type == "cpu")
-    merged = policy.merged_adapter() if merge_lora and policy.dtype == torch.float32 else nullcontext()
+    merged = _lora_merged_for_sampling(policy, merge_lora, packed)
     try:
         with rng, _eval_mode(policy), merged, packed_linears(policy, packed), \
                 _explicit_generation_config(base, config):
@@ -578,6 +576,13 @@ def generate(
         steps = last_hidden[: raw.shape[1]] if final_norm is not None else [h[-1][:, -1] for h in out.hidden_states]
         rollout.generation_values = _sampler_values(policy, steps, mask)
     return rollout
+
+
+def _lora_merged_for_sampling(policy, merge_lora: bool | None, packed: bool):
+    """``generate``'s rule for ``merge_lora``: float32 only; None merges except on the packed CPU path."""
+    if merge_lora is None:
+        merge_lora = not (packed and policy.device.type == "cpu")
+    return policy.merged_adapter() if merge_lora and policy.dtype == torch.float32 else nullcontext()
 
 
 def _draw(policy, query_ids, query_mask, settings, config, decode_loop: bool):

@@ -59,6 +59,8 @@ def test_smoke_ratios_follow_from_the_numbers(smoke_report):
     assert 0 < bound["generation_s"] < bound["update_s"]
     assert ratios["update_over_lower_bound"] == pytest.approx(ours["s_per_update"] / bound["update_s"])
     assert ratios["generation_over_lower_bound"] == pytest.approx(blocks["generation_s"] / bound["generation_s"])
+    # The default kernel is never faster than the faster of the two, so its floor is never lower.
+    assert ours["lower_bound_default_kernel_s"]["update_s"] >= bound["update_s"]
 
 
 def test_smoke_both_trainers_generate_full_length_responses(smoke_report):
