@@ -35,6 +35,7 @@ import torch
 
 from course_utils.machinery import hub
 from course_utils.machinery import decode_loop as fast_decode
+from course_utils.machinery.packed_linear import available as packed_linear_available
 from course_utils.machinery.packed_linear import packed_linears
 from course_utils.ppo_math import last_token_index, logprobs_from_logits
 
@@ -579,9 +580,10 @@ def generate(
 
 
 def _lora_merged_for_sampling(policy, merge_lora: bool | None, packed: bool):
-    """``generate``'s rule for ``merge_lora``: float32 only; None merges except on the packed CPU path."""
+    """``generate``'s rule for ``merge_lora``: float32 only; None merges except where the packed
+    CPU path runs (``machinery.packed_linear.available``: a CPU, float32, oneDNN)."""
     if merge_lora is None:
-        merge_lora = not (packed and policy.device.type == "cpu")
+        merge_lora = not (packed and packed_linear_available(policy))
     return policy.merged_adapter() if merge_lora and policy.dtype == torch.float32 else nullcontext()
 
 
