@@ -149,21 +149,23 @@ def _packed_copy(linear: nn.Linear) -> _Prepacked:
 
 
 class _PackedForwardDenseBackward(torch.autograd.Function):
-    """y = x · Wᵀ (+ b) through the packed copy; in the backward dx = dy · W on the dense weight."""
+    """y = x · [W_1; ...; W_n]ᵀ (+ b) through the packed copy of one layer (n = 1) or of a stacked
+    group; in the backward dx = Σ_j dy_j · W_j on the dense, frozen weights (which get no gradient)."""
 
     @staticmethod
-    def forward(ctx, x, weight, packed):
-        ctx.save_for_backward(weight)
+    def forward(ctx, x, packed, *weights):
+        ctx.save_for_backward(*weights)
         return packed(x)
 
     @staticmethod
     def backward(ctx, grad_output):
-        (weight,) = ctx.saved_tensors
-        return grad_output @ weight, None, None
+        weights = ctx.saved_tensors
+        grads = grad_output.split([w.shape[0] for w in weights], dim=-1)
+        return sum(g @ w for g, w in zip(grads, weights)), None, *(None for _ in weights)
 
 
 def _frozen_packed_forward(dense: nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    return _PackedForwardDenseBackward.apply(x, dense.weight, _packed_copy(dense))
+    return _PackedForwardDenseBackward.apply(x, _packed_copy(dense), dense.weight)
 
 
 def _fused_packed_copy(parent: nn.Module, members: tuple) -> _Prepacked:
@@ -176,21 +178,6 @@ def _fused_packed_copy(parent: nn.Module, members: tuple) -> _Prepacked:
             cached = (members, keys, _Prepacked(torch.cat([m.weight for m in members]), bias))
         _FUSED[parent] = cached
     return cached[2]
-
-
-class _FusedForwardDenseBackward(torch.autograd.Function):
-    """y = x · [W_1; ...; W_n]ᵀ through the packed stack; dx = Σ_j dy_j · W_j on the dense weights."""
-
-    @staticmethod
-    def forward(ctx, x, packed, *weights):
-        ctx.save_for_backward(*weights)
-        return packed(x)
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        weights = ctx.saved_tensors
-        grads = grad_output.split([w.shape[0] for w in weights], dim=-1)
-        return sum(g @ w for g, w in zip(grads, weights)), None, *(None for _ in weights)
 
 
 class _FusedGroup:
@@ -211,7 +198,7 @@ class _FusedGroup:
         if index == 0 or x is not self.input:
             packed = _fused_packed_copy(self.parent, self.members)
             self.input = x
-            self.output = (_FusedForwardDenseBackward.apply(x, packed, *(m.weight for m in self.members))
+            self.output = (_PackedForwardDenseBackward.apply(x, packed, *(m.weight for m in self.members))
                            if self.with_grad else packed(x))
         out = self.output[..., self.slices[index]]
         if index == len(self.members) - 1:
