@@ -64,6 +64,15 @@ class PPOConfig:
     """Restrict training and evaluation to these task families (empty: all)."""
     batch_size: int = 16
     """Episodes (prompt + sampled response) per PPO update."""
+    samples_per_prompt: int = 1
+    """Responses sampled for each distinct prompt of a batch: the stream hands out batch_size /
+    samples_per_prompt prompts and each is sampled this many times (RLOO's and GRPO's groups). A
+    prompt the policy rarely passes then gets several tries in the same update, and its successes
+    and failures are compared on the same prompt. 1: every episode has its own prompt."""
+    group_baseline: bool = False
+    """Subtract from each score the mean score of the other responses to the same prompt (RLOO's
+    leave-one-out baseline, ``ppo_math.leave_one_out_baseline``) before the rewards are shaped; the
+    value head and GAE then work on what is left. Needs samples_per_prompt >= 2."""
     prompt_sampling: str = "shuffled"
     """How training prompts are drawn: "shuffled" (every prompt once per pass, in a seeded order)
     or "success_variance" (families drawn with weight p(1-p) + family_weight_floor, p the family's
@@ -211,6 +220,11 @@ class PPOConfig:
         need(self.num_minibatches >= 1, f"num_minibatches must be >= 1, got {self.num_minibatches}")
         need(self.num_minibatches >= 1 and self.batch_size % self.num_minibatches == 0,
              f"batch_size ({self.batch_size}) must be divisible by num_minibatches ({self.num_minibatches})")
+        need(self.samples_per_prompt >= 1 and self.batch_size % max(1, self.samples_per_prompt) == 0,
+             f"batch_size ({self.batch_size}) must be a multiple of samples_per_prompt ({self.samples_per_prompt}, "
+             f">= 1)")
+        need(not self.group_baseline or self.samples_per_prompt >= 2,
+             "group_baseline needs samples_per_prompt >= 2 (the other responses to the same prompt are the baseline)")
         need(self.cliprange > 0, f"cliprange must be > 0 (PPO's epsilon, e.g. 0.2), got {self.cliprange}")
         need(self.cliprange_value > 0, f"cliprange_value must be > 0, got {self.cliprange_value}")
         need(self.kl_estimator in KL_ESTIMATORS,
@@ -254,6 +268,12 @@ class PPOConfig:
         """Under torchrun each process takes batch_size / world_size episodes and splits them
         into num_minibatches; every process must take the same number of optimizer steps, or the
         gradient all-reduces pair up different steps and the run hangs."""
+        if (self.batch_size // self.samples_per_prompt) % world_size:
+            raise ValueError(
+                f"Invalid PPO config: the {self.batch_size // self.samples_per_prompt} distinct prompts of a batch "
+                f"(batch_size / samples_per_prompt) must split evenly over {world_size} processes; change batch_size "
+                "or samples_per_prompt."
+            )
         if self.batch_size % (world_size * self.num_minibatches):
             raise ValueError(
                 f"Invalid PPO config: batch_size ({self.batch_size}) must be divisible by processes x "

@@ -453,6 +453,24 @@ def penalise_missing_eos(scores: torch.Tensor, ended_with_eos: torch.Tensor, pen
     return scores - penalty * (~ended_with_eos.bool()).to(scores.dtype)
 
 
+def leave_one_out_baseline(scores: torch.Tensor, group_size: int) -> torch.Tensor:
+    """Scores minus the mean score of the other responses to the same prompt (RLOO, Ahmadian et
+    al. 2024): with the k responses to one prompt in consecutive rows,
+
+        score'_i = score_i - 1/(k-1) · Σ_{j in group(i), j ≠ i} score_j
+
+    The baseline does not depend on response i itself, so the policy gradient stays unbiased; a
+    prompt whose k answers all score the same contributes nothing. Shapes: ``scores [B]`` with B a
+    multiple of ``group_size`` (k >= 2) -> ``[B]``.
+    """
+    if group_size < 2 or scores.dim() != 1 or scores.shape[0] % group_size:
+        raise ValueError(f"leave_one_out_baseline needs group_size >= 2 dividing the {tuple(scores.shape)} scores, "
+                         f"got {group_size}")
+    groups = scores.view(-1, group_size)
+    others_mean = (groups.sum(dim=1, keepdim=True) - groups) / (group_size - 1)
+    return (groups - others_mean).reshape(-1)
+
+
 def score_on_last_token(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """The score part of the shaped reward: each response's score on its last real token.
 

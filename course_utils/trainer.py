@@ -98,10 +98,11 @@ class PromptStream:
 
 def prompt_stream(train: list, config: PPOConfig, rank: int = 0, world_size: int = 1):
     """The training prompts' stream that ``config.prompt_sampling`` names."""
+    prompts_per_batch = config.batch_size // config.samples_per_prompt  # distinct prompts per update
     if config.prompt_sampling == "success_variance":
-        return SuccessVarianceStream(train, config.batch_size, config.seed, config.family_rate_decay,
+        return SuccessVarianceStream(train, prompts_per_batch, config.seed, config.family_rate_decay,
                                      config.family_weight_floor, rank, world_size)
-    return PromptStream(train, config.batch_size, config.seed, rank, world_size)
+    return PromptStream(train, prompts_per_batch, config.seed, rank, world_size)
 
 
 def observe_successes(stream, batch: ppo.RolloutBatch) -> dict:
@@ -200,9 +201,10 @@ class PPOTrainer:
     # ------------------------------------------------------------------ one update
 
     def prepare_batch(self, records: list | None = None) -> ppo.RolloutBatch:
-        """Steps 1-4 (``update.prepare_batch``) on the next batch of the prompt stream, or on
-        ``records``, with the current β."""
-        records = self.prompts.next_batch() if records is None else list(records)
+        """Steps 1-4 (``update.prepare_batch``) on the next batch of the prompt stream (each prompt
+        ``samples_per_prompt`` times), or on ``records``, with the current β."""
+        if records is None:  # each prompt of the stream samples_per_prompt times, in consecutive rows
+            records = [r for r in self.prompts.next_batch() for _ in range(self.config.samples_per_prompt)]
         return ppo.prepare_batch(self.bundle, records, self.sampling(), self.train_reward,
                                  self.kl_controller.value, self.config)
 

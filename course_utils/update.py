@@ -94,6 +94,8 @@ def prepare_batch(bundle, records: list, sampling, reward, kl_coef: float, confi
     raw_scores = reward.score(rollout.prompts, rollout.response_texts, records).to(mask.device)
     scores = pm.penalise_missing_eos(raw_scores, rollout.ended_with_eos, config.missing_eos_penalty) \
         if config.missing_eos_penalty else raw_scores
+    if config.group_baseline:  # the k responses to one prompt sit in consecutive rows (trainer.prepare_batch)
+        scores = pm.leave_one_out_baseline(scores, config.samples_per_prompt)
     if config.whiten_rewards:
         ones = torch.ones_like(scores)
         scores = pm.masked_whiten(scores[:, None], ones[:, None], shift_mean=False)[:, 0]

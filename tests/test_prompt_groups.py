@@ -1,0 +1,79 @@
+"""Several responses per prompt (``samples_per_prompt``) and RLOO's leave-one-out baseline
+(``group_baseline``): the formula against a plain loop, the refusals, and the wiring on the tiny
+model (each prompt in consecutive rows, the baseline inside the shaped rewards)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from course_utils import ppo_math as pm
+from course_utils.config import load_config
+
+SMOKE = Path(__file__).resolve().parents[1] / "configs" / "smoke.yaml"
+
+
+def loop_leave_one_out(scores: list[float], k: int) -> list[float]:
+    out = []
+    for i, s in enumerate(scores):
+        group = range(i - i % k, i - i % k + k)
+        others = [scores[j] for j in group if j != i]
+        out.append(s - sum(others) / len(others))
+    return out
+
+
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_the_leave_one_out_baseline_matches_a_plain_loop(k):
+    scores = torch.randn(4 * k, generator=torch.Generator().manual_seed(k))
+    expected = torch.tensor(loop_leave_one_out(scores.tolist(), k))
+    assert torch.allclose(pm.leave_one_out_baseline(scores, k), expected, atol=1e-6)
+
+
+def test_worked_numbers_and_a_group_that_agrees_gives_nothing():
+    # one prompt passed once in four tries: 1 - 0/3 = 1, 0 - 1/3 = -1/3; a second prompt always passed
+    out = pm.leave_one_out_baseline(torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0]), 4)
+    assert torch.allclose(out, torch.tensor([1.0, -1 / 3, -1 / 3, -1 / 3, 0.0, 0.0, 0.0, 0.0]))
+    assert out.view(2, 4).sum(dim=1).abs().max() < 1e-6  # the advantages of a group sum to zero
+
+
+def test_a_group_size_that_does_not_divide_the_batch_is_refused():
+    with pytest.raises(ValueError, match="group_size >= 2"):
+        pm.leave_one_out_baseline(torch.zeros(6), 4)
+    with pytest.raises(ValueError, match="group_size >= 2"):
+        pm.leave_one_out_baseline(torch.zeros(6), 1)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"batch_size": 6, "num_minibatches": 2, "samples_per_prompt": 4}, "multiple of samples_per_prompt"),
+    ({"samples_per_prompt": 0}, "multiple of samples_per_prompt"),
+    ({"group_baseline": True}, "group_baseline needs samples_per_prompt >= 2"),
+])
+def test_bad_group_settings_are_refused(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        load_config(SMOKE, **overrides)
+
+
+def test_processes_must_get_whole_groups():
+    config = load_config(SMOKE, batch_size=8, num_minibatches=2, samples_per_prompt=4)  # 2 distinct prompts
+    config.validate_processes(2)
+    with pytest.raises(ValueError, match="distinct prompts"):
+        load_config(SMOKE, batch_size=8, num_minibatches=1, samples_per_prompt=8).validate_processes(2)
+
+
+def test_the_trainer_samples_each_prompt_k_times_and_shapes_with_the_baseline(tmp_path):
+    from course_utils.trainer import PPOTrainer
+
+    config = load_config(SMOKE, output_dir=str(tmp_path), threads=2, batch_size=4, num_minibatches=2,
+                         samples_per_prompt=2, group_baseline=True)
+    trainer = PPOTrainer(config, quiet=True)
+    batch = trainer.prepare_batch()
+    prompts = [r.prompt for r in batch.records]
+    assert prompts[0] == prompts[1] and prompts[2] == prompts[3] and prompts[0] != prompts[2]
+    assert trainer.prompts.cursor == 1 and len(batch) == 4
+    mask = batch.rollout.response_mask
+    centred = pm.leave_one_out_baseline(batch.raw_scores, 2)
+    assert torch.allclose(batch.rewards, batch.non_score_rewards + pm.score_on_last_token(centred, mask))
+    metrics = trainer.ppo_update()  # and an update runs on it
+    assert metrics["update"] == 1
