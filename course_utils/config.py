@@ -20,6 +20,7 @@ from course_utils.ppo_math import KL_ESTIMATORS
 REWARD_KINDS = ("checker_partial", "checker_binary", "learned", "letters")
 LR_SCHEDULES = ("constant", "linear")
 PROMPT_SAMPLINGS = ("shuffled", "success_variance")
+SAMPLING_DTYPES = ("float32", "bfloat16")
 FAST_ENV_VAR = "COURSE_FAST"
 
 
@@ -111,6 +112,13 @@ class PPOConfig:
     ``generate``. The same distribution, EOS rules and log-probs (the same tokens as generate when
     it draws with torch.multinomial, tested); measured faster here. Ignored on a GPU and with
     top_k/top_p; false = ``generate``."""
+    sampling_dtype: str = "float32"
+    """Opt-in, on a CPU with bfloat16 oneDNN kernels: "bfloat16" samples the rollouts through
+    bfloat16 copies of the linear layers' weights (``machinery.packed_linear``; a decode step
+    streams half the bytes). The sampler is then π_old only up to bfloat16 rounding: with
+    old_logprobs_from="generation" the old log-probs are the sampler's own, off the float32 forward
+    by the mean |Δ log-prob| ``make bench`` reports; with "forward" the ratios stay exact and the
+    samples are slightly off-policy (``log_sampler_kl`` measures it). Training stays float32."""
 
     # ----------------------------------------------------------------- PPO
     total_updates: int = 60
@@ -233,6 +241,8 @@ class PPOConfig:
         need(not self.adaptive_kl or self.kl_coef > 0, "adaptive_kl needs kl_coef > 0 to start from")
         need(self.old_logprobs_from in ("forward", "generation"),
              f'old_logprobs_from must be "forward" or "generation", got {self.old_logprobs_from!r}')
+        need(self.sampling_dtype in SAMPLING_DTYPES,
+             f"sampling_dtype must be one of {SAMPLING_DTYPES}, got {self.sampling_dtype!r}")
         need(self.temperature > 0, f"temperature must be > 0, got {self.temperature}")
         need(self.max_new_tokens >= 1, f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         need(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")

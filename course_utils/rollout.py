@@ -507,6 +507,7 @@ def generate(
     keep_generation_values: bool = False,
     packed: bool = True,
     decode_loop: bool = True,
+    sampling_dtype: str = "float32",
 ) -> Rollout:
     """Sample one response per prompt; return a Rollout without log-probs or values yet.
 
@@ -530,8 +531,11 @@ def generate(
     decode_loop: on a CPU, sample with ``machinery.decode_loop`` (a pre-allocated cache, two
         uniform numbers per token) instead of transformers' ``generate``: the same distribution,
         rules and log-probs, with less work per token. Elsewhere, or with top_k/top_p, ``generate``.
+    sampling_dtype: "bfloat16" (opt-in, the packed CPU path only) multiplies through bfloat16
+        copies of the weights: faster, and π_old only up to bfloat16 rounding (``PPOConfig``).
     """
     policy, tokenizer = _unpack(model, tokenizer)
+    compute_dtype = sampling_compute_dtype(policy, sampling_dtype, packed)
     settings = settings or SamplingSettings()
     settings.check()
     device = policy.device
@@ -553,7 +557,7 @@ def generate(
     rng = torch.random.fork_rng(devices=[device] if device.type == "cuda" else []) if seed is not None else nullcontext()
     merged = _lora_merged_for_sampling(policy, merge_lora, packed)
     try:
-        with rng, _eval_mode(policy), merged, packed_linears(policy, packed), \
+        with rng, _eval_mode(policy), merged, packed_linears(policy, packed, compute_dtype), \
                 _explicit_generation_config(base, config):
             if seed is not None:
                 torch.manual_seed(seed)
@@ -577,6 +581,18 @@ def generate(
         steps = last_hidden[: raw.shape[1]] if final_norm is not None else [h[-1][:, -1] for h in out.hidden_states]
         rollout.generation_values = _sampler_values(policy, steps, mask)
     return rollout
+
+
+def sampling_compute_dtype(policy, sampling_dtype: str, packed: bool) -> torch.dtype:
+    """The dtype the packed linear layers sample in; bfloat16 only where it can run."""
+    if sampling_dtype == "float32":
+        return torch.float32
+    if sampling_dtype != "bfloat16":
+        raise ValueError(f'sampling_dtype must be "float32" or "bfloat16", got {sampling_dtype!r}')
+    if not (packed and packed_linear_available(policy, torch.bfloat16)):
+        raise ValueError("sampling_dtype='bfloat16' needs the packed CPU path: float32 weights on a CPU whose oneDNN "
+                         "has bfloat16 kernels, and packed_cpu_linears=true. Use sampling_dtype=float32.")
+    return torch.bfloat16
 
 
 def _lora_merged_for_sampling(policy, merge_lora: bool | None, packed: bool):
@@ -689,6 +705,7 @@ def collect_rollout(
     old_logprobs_from: str = "forward",
     packed: bool = True,
     decode_loop: bool = True,
+    sampling_dtype: str = "float32",
 ) -> Rollout:
     """Generate responses and compute everything PPO needs, timing each phase.
 
@@ -701,6 +718,8 @@ def collect_rollout(
     ``packed``: sampling and the two frozen forwards run through oneDNN-packed weights on a CPU
     (``machinery.packed_linear``; float32 in another summation order, ~1e-5 in the log-probs).
     ``decode_loop``: on a CPU, sample with ``machinery.decode_loop`` rather than ``generate``.
+    ``sampling_dtype``: "bfloat16" samples through bfloat16 weight copies (``generate``); the two
+    forwards stay float32.
 
     old_logprobs_from="forward" (default): old log-probs and values come from a separate no-grad
     forward with the unmerged weights, the same computation as the training forward, so the
@@ -721,7 +740,7 @@ def collect_rollout(
     start = time.perf_counter()
     rollout = generate(bundle, tokenizer, prompts, settings, seed, system=system, merge_lora=merge_lora,
                        keep_generation_logprobs=keep_generation_logprobs or reuse, keep_generation_values=reuse,
-                       packed=packed, decode_loop=decode_loop)
+                       packed=packed, decode_loop=decode_loop, sampling_dtype=sampling_dtype)
     _sync(device)
     timings["generate_s"] = time.perf_counter() - start
 

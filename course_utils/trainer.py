@@ -39,7 +39,7 @@ from course_utils.machinery.faults import NaNRewardFrom
 from course_utils.machinery.metrics import update_metrics
 from course_utils.machinery.run_checks import task_outcomes
 from course_utils.reward_model import make_reward
-from course_utils.rollout import SamplingSettings, greedy_answers
+from course_utils.rollout import SamplingSettings, greedy_answers, sampling_compute_dtype
 
 METRICS = "metrics.jsonl"
 
@@ -152,6 +152,8 @@ class PPOTrainer:
         self.bundle = bundle or models.load_bundle(model=config.model, lora=lora, reward=make_reward(config, self.device),
                                                    device=self.device, seed=config.seed)
         self.policy = self.bundle.policy
+        if config.sampling_dtype != "float32":  # refused before the first rollout, not at it
+            sampling_compute_dtype(self.policy, config.sampling_dtype, config.packed_cpu_linears)
         # Training rollouts are scored through the fault injector (a no-op unless the config asks).
         self.train_reward = NaNRewardFrom(self.bundle.reward, config.inject_nan_reward_at, lambda: self.update)
         if self.world_size > 1:

@@ -86,7 +86,7 @@ def prepare_batch(bundle, records: list, sampling, reward, kl_coef: float, confi
     rollout = collect_rollout(bundle, [r.prompt for r in records], sampling, records=records,
                               old_logprobs_from=config.old_logprobs_from,
                               keep_generation_logprobs=config.log_sampler_kl, packed=config.packed_cpu_linears,
-                              decode_loop=config.decode_loop)
+                              decode_loop=config.decode_loop, sampling_dtype=config.sampling_dtype)
     mask = rollout.response_mask
     t_rollout = time.perf_counter()
 

@@ -44,6 +44,8 @@ def test_smoke_json_has_both_trainers_and_the_ratios(smoke_report):
     assert set(report["ratios"]) >= {"episodes_per_s_ours_over_trl", "peak_rss_ours_over_trl",
                                      "update_over_building_blocks", "meets_targets", "targets"}
     assert report["versions"]["trl"] == "1.12.0"
+    error = report["ours"]["sampler_logprob_error"]  # float32 sampling: the forward's log-probs to round-off
+    assert error["sampling_dtype"] == "float32" and error["tokens"] > 0 and error["max_abs"] < 1e-3
 
 
 def test_smoke_ratios_follow_from_the_numbers(smoke_report):

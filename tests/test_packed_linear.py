@@ -181,3 +181,38 @@ def test_q_k_v_and_gate_up_share_one_product_and_another_input_gets_its_own(bund
     assert torch.allclose(packed, dense, atol=1e-4, rtol=0)
     with torch.no_grad():
         assert not torch.allclose(policy.lm(input_ids=x).logits, dense, atol=1e-3)  # the hook matters
+
+
+bf16 = pytest.mark.skipif(not packed_linear.available(nn.Linear(2, 2), torch.bfloat16),
+                          reason="no bfloat16 oneDNN kernels on this CPU")
+
+
+@bf16
+def test_bfloat16_sampling_is_close_to_float32_but_not_equal_and_leaves_the_float32_copies_alone(bundle):
+    """The opt-in bfloat16 sampler: its log-probs of its own tokens are off the float32 forward by
+    bfloat16 rounding (more than float32 round-off, well inside the clip range); the float32
+    copies used afterwards are untouched, and the bfloat16 ones are kept apart from them."""
+    settings = SamplingSettings(max_new_tokens=12, temperature=1.0)
+    fp32 = collect_rollout(bundle, PROMPTS, settings, seed=5, old_logprobs_from="generation")
+    low = collect_rollout(bundle, PROMPTS, settings, seed=5, old_logprobs_from="generation", sampling_dtype="bfloat16")
+    forward = collect_rollout(bundle, PROMPTS, settings, seed=5, old_logprobs_from="forward", sampling_dtype="bfloat16",
+                              keep_generation_logprobs=True)
+    keep = forward.response_mask.bool()
+    error = (forward.generation_logprobs - forward.old_logprobs)[keep].abs()
+    assert 1e-4 < error.mean() < 0.05 and error.max() < 0.2  # rounding, not float32 round-off, not a bug
+    assert torch.equal(low.response_ids, forward.response_ids)  # same seed, same sampler
+    assert torch.allclose(low.old_logprobs, forward.generation_logprobs, atol=1e-6)
+    again = collect_rollout(bundle, PROMPTS, settings, seed=5, old_logprobs_from="generation")
+    assert torch.allclose(again.old_logprobs, fp32.old_logprobs, atol=1e-6)  # float32 copies unchanged
+    assert any(cache for cache in packed_linear._LOW[torch.bfloat16])
+    packed_linear.forget([m for m in bundle.policy.modules() if type(m) is nn.Linear])
+    assert not any(cache for cache in packed_linear._LOW[torch.bfloat16])
+
+
+@bf16
+def test_bfloat16_is_refused_with_gradients_and_off_the_packed_path(bundle):
+    with pytest.raises(ValueError, match="sampling only"), packed_linear.packed_linears(bundle.policy,
+                                                                                      compute_dtype=torch.bfloat16):
+        pass
+    with pytest.raises(ValueError, match="packed_cpu_linears=true"):
+        generate(bundle, prompts=PROMPTS, settings=SETTINGS, packed=False, sampling_dtype="bfloat16")

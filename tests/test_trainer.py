@@ -30,6 +30,7 @@ SMOKE = ROOT / "configs" / "smoke.yaml"
     ({"temperature": 0}, "temperature must be > 0"),
     ({"reward": "learned"}, "needs reward_model_path"),
     ({"lam": 1.5}, "lam must be in"),
+    ({"sampling_dtype": "float16"}, "sampling_dtype must be one of"),
 ])
 def test_bad_config_values_are_rejected_up_front(overrides, message):
     with pytest.raises(ValueError, match=message):

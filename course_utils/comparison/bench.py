@@ -127,6 +127,10 @@ class BenchConfig:
     decode_loop: bool = True
     """Ours only: the ``PPOConfig`` field of the same name (the library's sampling loop rather than
     transformers' ``generate``); ``--no-decode-loop`` measures ``generate`` instead."""
+    sampling_dtype: str = "float32"
+    """Ours only: the ``PPOConfig`` field of the same name; ``--sampling-dtype bfloat16`` measures
+    the opt-in bfloat16 sampler, and ``sampler_logprob_error`` says how far its log-probs are from
+    the float32 forward."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -454,12 +458,12 @@ def _model_size(policy) -> tuple[int, int]:
     return params, sum(m.weight.numel() * m.weight.element_size() for m in linears)
 
 
-def building_blocks(trainer) -> tuple[dict, int, int]:
+def building_blocks(trainer) -> tuple[dict, int, int, dict]:
     """The building blocks of one update, as functions to time alone, on one batch of training
     prompts: generation; the frozen forwards (policy without gradients for the old log-probs and
     values, then the reference = adapter disabled); one training forward + backward of the PPO
-    loss (clipped policy loss + value loss - entropy). Returns them, the batch's response tokens
-    and its prompt length (left-padded columns).
+    loss (clipped policy loss + value loss - entropy). Returns them, the batch's response tokens,
+    its prompt length (left-padded columns) and ``sampler_logprob_error`` on it.
     """
     import torch
 
@@ -478,7 +482,7 @@ def building_blocks(trainer) -> tuple[dict, int, int]:
     def generation():  # with the sampler's log-probs and values kept, when the update uses them
         generate(bundle, None, prompts, sampling, keep_generation_logprobs=from_generation,
                  keep_generation_values=from_generation, packed=config.packed_cpu_linears,
-                 decode_loop=config.decode_loop)
+                 decode_loop=config.decode_loop, sampling_dtype=config.sampling_dtype)
 
     def frozen_forwards():  # as collect_rollout does them
         policy.eval()
@@ -497,7 +501,31 @@ def building_blocks(trainer) -> tuple[dict, int, int]:
 
     blocks = {"generation_s": generation, "frozen_forwards_s": frozen_forwards,
               "train_forward_backward_s": train_forward_backward}
-    return blocks, int(mask.sum()), int(q_ids.shape[1])
+    return blocks, int(mask.sum()), int(q_ids.shape[1]), sampler_logprob_error(trainer, batch)
+
+
+def sampler_logprob_error(trainer, batch) -> dict:
+    """How far the sampler's log-probs of its own tokens are from the float32 training forward's
+    on one rollout batch (nats over real tokens): ``mean_abs``, ``max_abs`` and ``mean`` (sampler
+    minus forward, the k1 estimate of KL(sampler || π_old)). ~1e-5 in float32; the price of
+    ``sampling_dtype=bfloat16``."""
+    import torch
+
+    from course_utils.rollout import generate, sequence_forward
+
+    policy, config = trainer.policy, trainer.config
+    prompts = [r.prompt for r in batch.records]
+    with torch.no_grad():
+        r = generate(trainer.bundle, None, prompts, trainer.sampling(), keep_generation_logprobs=True,
+                     packed=config.packed_cpu_linears, decode_loop=config.decode_loop,
+                     sampling_dtype=config.sampling_dtype)
+        policy.eval()
+        forward, _, _ = sequence_forward(policy, r.query_ids, r.query_mask, r.response_ids, r.response_mask,
+                                         config.temperature)
+    m = r.response_mask.bool()
+    diff = (r.generation_logprobs - forward)[m]
+    return {"mean_abs": float(diff.abs().mean()), "max_abs": float(diff.abs().max()), "mean": float(diff.mean()),
+            "tokens": int(m.sum()), "sampling_dtype": config.sampling_dtype}
 
 
 def run_ours(cfg: BenchConfig) -> dict:
@@ -534,7 +562,7 @@ def run_ours(cfg: BenchConfig) -> dict:
         total_updates=cfg.warmup + cfg.updates, ppo_epochs=cfg.ppo_epochs,
         num_minibatches=cfg.num_minibatches, learning_rate=cfg.learning_rate, kl_coef=cfg.kl_coef,
         old_logprobs_from=cfg.old_logprobs_from, packed_cpu_linears=cfg.packed_cpu_linears,
-        decode_loop=cfg.decode_loop,
+        decode_loop=cfg.decode_loop, sampling_dtype=cfg.sampling_dtype,
     )
     trainer = PPOTrainer(config, quiet=True)
     set_threads(cfg.threads)
@@ -550,7 +578,7 @@ def run_ours(cfg: BenchConfig) -> dict:
     rss_after_setup = current_rss_gb()
     trainable = sum(p.numel() for p in trainer.params)
 
-    block_fns, block_tokens, prompt_tokens = building_blocks(trainer)
+    block_fns, block_tokens, prompt_tokens, logprob_error = building_blocks(trainer)
     block_times: dict[str, list[float]] = {name: [] for name in block_fns}
     walls, cpu, metrics = [], [], []
     with PeakRSSSampler() as sampler:
@@ -600,6 +628,7 @@ def run_ours(cfg: BenchConfig) -> dict:
         "trainer_time_update_s": [m["time_update_s"] for m in timed_metrics],
         "phases": median_phases(phases),
         "building_blocks": blocks,
+        "sampler_logprob_error": logprob_error,
         "machine_limits": limits,
         "lower_bound_s": bound,
         "lower_bound_inputs": {"matmul_parameters": params, "weight_bytes": weight_bytes,
@@ -743,6 +772,10 @@ def summary_text(report: dict) -> str:
         lines.append(f"ours alone (s): generation {b['generation_s']:.2f} + frozen forwards "
                      f"{b['frozen_forwards_s']:.2f} + train fwd+bwd {b['train_forward_backward_s']:.2f} "
                      f"= {b['sum_s']:.2f}")
+    if "sampler_logprob_error" in ours:
+        e = ours["sampler_logprob_error"]
+        lines.append(f"ours sampler ({e['sampling_dtype']}) vs the float32 forward, log-probs of its {e['tokens']} tokens: "
+                     f"mean |diff| {e['mean_abs']:.2g}, max {e['max_abs']:.2g} nats")
     if "lower_bound_s" in ours:
         lb, lim = ours["lower_bound_s"], ours["machine_limits"]
         lines.append(f"lower bound (s): generation {lb['generation_s']:.2f} + frozen forwards "
@@ -804,6 +837,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="ours: PyTorch's default CPU kernels instead of oneDNN-packed weights (to measure the change)")
     parser.add_argument("--no-decode-loop", action="store_true",
                         help="ours: sample with transformers' generate instead of the library's loop (to measure the change)")
+    parser.add_argument("--sampling-dtype", choices=("float32", "bfloat16"), default=BenchConfig.sampling_dtype,
+                        help="ours: sample through bfloat16 weight copies (opt-in; see sampler_logprob_error)")
     parser.add_argument("--timeout", type=float, default=None, help="seconds allowed per child (default: none)")
     parser.add_argument("--child", choices=("ours", "trl"), help=argparse.SUPPRESS)
     parser.add_argument("--child-config", help=argparse.SUPPRESS)
@@ -827,7 +862,8 @@ def main(argv: list[str] | None = None) -> dict:
     cfg = BenchConfig(model=args.model, updates=args.updates, warmup=args.warmup, threads=args.threads,
                       batch_size=args.batch_size, response_length=args.response_length,
                       full_length=not args.natural_eos, old_logprobs_from=args.old_logprobs_from,
-                      packed_cpu_linears=not args.no_packed, decode_loop=not args.no_decode_loop)
+                      packed_cpu_linears=not args.no_packed, decode_loop=not args.no_decode_loop,
+                      sampling_dtype=args.sampling_dtype)
     sides = [args.only] if args.only else ["ours", "trl"]
     machine = machine_info()
     results = {"ours": {"skipped": True}, "trl": {"skipped": True}}

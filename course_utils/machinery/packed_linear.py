@@ -34,6 +34,13 @@ Used only where it is safe and pays:
   code that writes weights that way must call ``forget`` (as the LoRA merge does). The cache costs
   one more copy of the weights in memory.
 
+Opt-in, for sampling only: ``compute_dtype=torch.bfloat16`` packs bfloat16 copies of the weights
+(half the bytes a decode step streams) and rounds each layer's input to bfloat16, its output
+back to float32; everything between the linear layers stays float32. That is no longer the same
+distribution: the sampler is π_old up to bfloat16 rounding, measured by ``make bench`` as the mean
+|Δ log-prob| of the sampled tokens against the float32 forward (``rollout.generate``'s
+``sampling_dtype``). These copies are kept apart from the float32 ones and dropped by ``forget``.
+
 ``_reorder_linear_weight`` and ``_linear_pointwise`` are private, undocumented PyTorch operators;
 where they are missing (another build) ``available`` is False and the layers stay dense.
 """
@@ -64,28 +71,42 @@ _PACKED: "weakref.WeakKeyDictionary[nn.Linear, tuple[tuple, _Prepacked]]" = weak
 """layer -> (the state of its parameters when packed, see ``_parameter_keys``; the packed copy)."""
 _FUSED: "weakref.WeakKeyDictionary[nn.Module, tuple[tuple, tuple, _Prepacked]]" = weakref.WeakKeyDictionary()
 """parent module -> (its member layers, their parameters' state when packed, the packed copy)."""
+_LOW: dict = {torch.bfloat16: (weakref.WeakKeyDictionary(), weakref.WeakKeyDictionary())}
+"""compute dtype -> its own (layer cache, group cache), laid out like ``_PACKED`` and ``_FUSED``."""
 
 
-def available(model: nn.Module) -> bool:
-    """True when ``model`` sits on a CPU in float32 and this PyTorch has oneDNN."""
+def _caches(dtype: torch.dtype) -> tuple:
+    return (_PACKED, _FUSED) if dtype == torch.float32 else _LOW[dtype]
+
+
+def available(model: nn.Module, compute_dtype: torch.dtype = torch.float32) -> bool:
+    """True when ``model`` sits on a CPU in float32 and this PyTorch has oneDNN (for
+    ``compute_dtype=torch.bfloat16``: and oneDNN has bfloat16 kernels for this CPU)."""
     try:
         weight = next(model.parameters())
     except StopIteration:
         return False
-    return (weight.device.type == "cpu" and weight.dtype == torch.float32 and torch.backends.mkldnn.is_available()
-            and hasattr(torch.ops.mkldnn, "_linear_pointwise") and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
+    ops = torch.ops.mkldnn
+    dense_ok = (weight.device.type == "cpu" and weight.dtype == torch.float32 and torch.backends.mkldnn.is_available()
+                and hasattr(ops, "_linear_pointwise") and hasattr(ops, "_reorder_linear_weight"))
+    if compute_dtype == torch.float32 or not dense_ok:
+        return dense_ok
+    return compute_dtype in _LOW and hasattr(ops, "_is_mkldnn_bf16_supported") and ops._is_mkldnn_bf16_supported()
 
 
 class _Prepacked:
-    """y = x · Wᵀ + b with W reordered once into oneDNN's layout; x and y are ordinary tensors."""
+    """y = x · Wᵀ + b with W reordered once into oneDNN's layout; x and y are ordinary tensors.
+    With a ``dtype`` other than float32, W, b and x are rounded to it and y comes back in x's dtype."""
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None):
-        self.weight = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), BATCH_HINT)
-        self.bias = None if bias is None else bias.detach().clone()
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, dtype: torch.dtype = torch.float32):
+        self.dtype = dtype
+        self.weight = torch.ops.mkldnn._reorder_linear_weight(weight.detach().to(dtype), BATCH_HINT)
+        self.bias = None if bias is None else bias.detach().to(dtype, copy=True)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         # "none", [], "": no activation fused into the product.
-        return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self.weight, self.bias, "none", [], "")
+        y = torch.ops.mkldnn._linear_pointwise(x.to(self.dtype).contiguous(), self.weight, self.bias, "none", [], "")
+        return y.to(x.dtype)
 
 
 def forget(layers) -> None:
@@ -107,8 +128,15 @@ class SetAside:
 def set_aside(layers) -> SetAside:
     """Take the packed copies of ``layers`` (and of the groups they belong to) out of the cache,
     to ``put_back`` once their weights hold exactly these values again (``merged_adapter``
-    restores the base weights bit for bit). Copies already stale are dropped, not kept."""
+    restores the base weights bit for bit). Copies already stale are dropped, not kept, and so are
+    the low-precision copies (rebuilt when next needed)."""
     layers = set(layers)
+    for layer_cache, group_cache in _LOW.values():
+        for layer in layers:
+            layer_cache.pop(layer, None)
+        for parent, (members, _, _) in list(group_cache.items()):
+            if layers.intersection(members):
+                del group_cache[parent]
     aside = SetAside({}, {})
     for layer in layers:
         if layer in _PACKED:
@@ -137,14 +165,14 @@ def _parameter_keys(layers) -> tuple:
                  for p in (layer.weight, layer.bias) if p is not None)
 
 
-def _packed_copy(linear: nn.Linear) -> _Prepacked:
+def _packed_copy(linear: nn.Linear, dtype: torch.dtype = torch.float32) -> _Prepacked:
     """The oneDNN copy of ``linear``, from the cache when its parameters have not changed since."""
-    keys = _parameter_keys([linear])
-    cached = _PACKED.get(linear)
+    keys, cache = _parameter_keys([linear]), _caches(dtype)[0]
+    cached = cache.get(linear)
     if cached is None or cached[0] != keys:
         with torch.no_grad():
-            cached = (keys, _Prepacked(linear.weight, linear.bias))
-        _PACKED[linear] = cached
+            cached = (keys, _Prepacked(linear.weight, linear.bias, dtype))
+        cache[linear] = cached
     return cached[1]
 
 
@@ -168,23 +196,23 @@ def _frozen_packed_forward(dense: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     return _PackedForwardDenseBackward.apply(x, _packed_copy(dense), dense.weight)
 
 
-def _fused_packed_copy(parent: nn.Module, members: tuple) -> _Prepacked:
+def _fused_packed_copy(parent: nn.Module, members: tuple, dtype: torch.dtype = torch.float32) -> _Prepacked:
     """One oneDNN copy of ``members`` stacked: y = x · [W_1; W_2; ...]ᵀ (+ [b_1; b_2; ...])."""
-    keys = _parameter_keys(members)
-    cached = _FUSED.get(parent)
+    keys, cache = _parameter_keys(members), _caches(dtype)[1]
+    cached = cache.get(parent)
     if cached is None or cached[0] != members or cached[1] != keys:
         with torch.no_grad():
             bias = None if members[0].bias is None else torch.cat([m.bias for m in members])
-            cached = (members, keys, _Prepacked(torch.cat([m.weight for m in members]), bias))
-        _FUSED[parent] = cached
+            cached = (members, keys, _Prepacked(torch.cat([m.weight for m in members]), bias, dtype))
+        cache[parent] = cached
     return cached[2]
 
 
 class _FusedGroup:
     """The members of one group share a single product; member i returns its slice of it."""
 
-    def __init__(self, parent: nn.Module, members: tuple, with_grad: bool):
-        self.parent, self.members, self.with_grad = parent, members, with_grad
+    def __init__(self, parent: nn.Module, members: tuple, with_grad: bool, dtype: torch.dtype = torch.float32):
+        self.parent, self.members, self.with_grad, self.dtype = parent, members, with_grad, dtype
         ends = list(itertools.accumulate(m.out_features for m in members))
         self.slices = [slice(start, end) for start, end in zip([0] + ends[:-1], ends)]
         self.clear()
@@ -196,7 +224,7 @@ class _FusedGroup:
         # The first member starts a new call of the parent module: always compute. The others take
         # their slice only if handed the very tensor the first got (identity, not equality).
         if index == 0 or x is not self.input:
-            packed = _fused_packed_copy(self.parent, self.members)
+            packed = _fused_packed_copy(self.parent, self.members, self.dtype)
             self.input = x
             self.output = (_PackedForwardDenseBackward.apply(x, packed, *(m.weight for m in self.members))
                            if self.with_grad else packed(x))
@@ -214,7 +242,8 @@ def _linear_of(module) -> nn.Linear | None:
     return base() if base is not None and type(base()) is nn.Linear else None
 
 
-def _fused_groups(model: nn.Module, eligible: list[nn.Linear], with_grad: bool) -> list[_FusedGroup]:
+def _fused_groups(model: nn.Module, eligible: list[nn.Linear], with_grad: bool,
+                  dtype: torch.dtype = torch.float32) -> list[_FusedGroup]:
     """The groups of ``FUSED_GROUPS`` whose members are all eligible, read inputs of one width and
     all have a bias or none."""
     eligible = set(eligible)
@@ -224,24 +253,27 @@ def _fused_groups(model: nn.Module, eligible: list[nn.Linear], with_grad: bool) 
             members = tuple(_linear_of(getattr(parent, name, None)) for name in names)
             if (all(m in eligible for m in members) and len({m.in_features for m in members}) == 1
                     and len({m.bias is None for m in members}) == 1):
-                groups.append(_FusedGroup(parent, members, with_grad))
+                groups.append(_FusedGroup(parent, members, with_grad, dtype))
     return groups
 
 
 @contextmanager
-def packed_linears(model: nn.Module, enabled: bool = True) -> Iterator[int]:
+def packed_linears(model: nn.Module, enabled: bool = True, compute_dtype: torch.dtype = torch.float32) -> Iterator[int]:
     """Within the block, the large float32 ``nn.Linear`` layers of ``model`` compute through their
     packed copies: all of them without gradients, the frozen ones with gradients. Each layer keeps
     its place, its name and its hooks (only its ``forward`` is replaced, and put back on exit).
+    ``compute_dtype=torch.bfloat16`` (without gradients only) multiplies in bfloat16, see above.
     Yields the number of layers switched (0 when disabled or not available)."""
-    if not enabled or not available(model):
+    if not enabled or not available(model, compute_dtype):
         yield 0
         return
     with_grad = torch.is_grad_enabled()
+    if with_grad and compute_dtype != torch.float32:
+        raise ValueError(f"packed_linears: compute_dtype {compute_dtype} is for sampling only (no gradients)")
     layers = [m for m in model.modules()
               if type(m) is nn.Linear and m.weight.numel() >= MIN_ELEMENTS and "forward" not in m.__dict__
               and not (with_grad and any(p.requires_grad for p in m.parameters()))]
-    groups = _fused_groups(model, layers, with_grad)
+    groups = _fused_groups(model, layers, with_grad, compute_dtype)
     try:
         # Into __dict__: nn.Module.__setattr__ would register a module as a child.
         for group in groups:
@@ -250,7 +282,7 @@ def packed_linears(model: nn.Module, enabled: bool = True) -> Iterator[int]:
         for layer in layers:
             if "forward" not in layer.__dict__:
                 layer.__dict__["forward"] = (functools.partial(_frozen_packed_forward, layer) if with_grad
-                                             else _packed_copy(layer))
+                                             else _packed_copy(layer, compute_dtype))
         yield len(layers)
     finally:
         for group in groups:
