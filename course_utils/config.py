@@ -73,7 +73,8 @@ class PPOConfig:
     group_baseline: bool = False
     """Subtract from each score the mean score of the other responses to the same prompt (RLOO's
     leave-one-out baseline, ``ppo_math.leave_one_out_baseline``) before the rewards are shaped; the
-    value head and GAE then work on what is left. Needs samples_per_prompt >= 2."""
+    value head and GAE then work on what is left. Needs samples_per_prompt >= 2. The missing-EOS
+    penalty comes first, so it cancels within a group whose responses were all cut off."""
     prompt_sampling: str = "shuffled"
     """How training prompts are drawn: "shuffled" (every prompt once per pass, in a seeded order)
     or "success_variance" (families drawn with weight p(1-p) + family_weight_floor, p the family's
@@ -117,8 +118,10 @@ class PPOConfig:
     bfloat16 copies of the linear layers' weights (``machinery.packed_linear``; a decode step
     streams half the bytes). The sampler is then π_old only up to bfloat16 rounding: with
     old_logprobs_from="generation" the old log-probs are the sampler's own, off the float32 forward
-    by the mean |Δ log-prob| ``make bench`` reports; with "forward" the ratios stay exact and the
-    samples are slightly off-policy (``log_sampler_kl`` measures it). Training stays float32."""
+    by the mean |Δ log-prob| ``make bench`` reports (so are the old values, and the KL penalty carries
+    the rounding too); with "forward" the ratios stay exact and the samples are slightly off-policy
+    (``log_sampler_kl`` measures it). Training stays float32. Memory: a bfloat16 copy of the weights
+    (half their float32 size) beside the float32 packed copies, which the other forwards use."""
 
     # ----------------------------------------------------------------- PPO
     total_updates: int = 60

@@ -45,7 +45,8 @@ def family_weights(rates: dict[str, float], floor: float) -> dict[str, float]:
 class SuccessVarianceStream:
     """Yields batches of prompt records, families drawn by ``family_weights``.
 
-    records: the training prompts (``tasks.PromptRecord``); batch_size: episodes per update;
+    records: the training prompts (``tasks.PromptRecord``); batch_size: prompts per update (the
+    episodes per update divided by ``samples_per_prompt``);
     decay: how much of the past successes and trials is kept per update (0.9: about the last
     ten updates); floor: the weight every family keeps (see ``family_weights``). Within a family
     the prompts come in a seeded shuffled order, every prompt once per pass of that family.

@@ -459,9 +459,11 @@ def leave_one_out_baseline(scores: torch.Tensor, group_size: int) -> torch.Tenso
 
         score'_i = score_i - 1/(k-1) · Σ_{j in group(i), j ≠ i} score_j
 
-    The baseline does not depend on response i itself, so the policy gradient stays unbiased; a
-    prompt whose k answers all score the same contributes nothing. Shapes: ``scores [B]`` with B a
-    multiple of ``group_size`` (k >= 2) -> ``[B]``.
+    The baseline does not depend on response i itself, so the policy gradient stays unbiased; the
+    scores of a prompt whose k answers all score the same become 0 (the KL penalty and the value
+    head still shape their advantages). OpenRLHF's ``rloo`` estimator subtracts the same baseline
+    at the same place, before the KL shaping. Shapes: ``scores [B]`` with B a multiple of
+    ``group_size`` (k >= 2) -> ``[B]``.
     """
     if group_size < 2 or scores.dim() != 1 or scores.shape[0] % group_size:
         raise ValueError(f"leave_one_out_baseline needs group_size >= 2 dividing the {tuple(scores.shape)} scores, "

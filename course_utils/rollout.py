@@ -589,9 +589,12 @@ def sampling_compute_dtype(policy, sampling_dtype: str, packed: bool) -> torch.d
         return torch.float32
     if sampling_dtype != "bfloat16":
         raise ValueError(f'sampling_dtype must be "float32" or "bfloat16", got {sampling_dtype!r}')
-    if not (packed and packed_linear_available(policy, torch.bfloat16)):
-        raise ValueError("sampling_dtype='bfloat16' needs the packed CPU path: float32 weights on a CPU whose oneDNN "
-                         "has bfloat16 kernels, and packed_cpu_linears=true. Use sampling_dtype=float32.")
+    if not packed:
+        raise ValueError("sampling_dtype='bfloat16' runs on the packed CPU path, which is off here "
+                         "(packed=False / packed_cpu_linears=false): turn it on, or use sampling_dtype=float32.")
+    if not packed_linear_available(policy, torch.bfloat16):
+        raise ValueError(f"sampling_dtype='bfloat16' needs float32 weights on a CPU whose oneDNN has bfloat16 kernels; "
+                         f"this policy is {policy.dtype} on {policy.device}: use sampling_dtype=float32.")
     return torch.bfloat16
 
 

@@ -204,9 +204,16 @@ class PPOTrainer:
 
     def prepare_batch(self, records: list | None = None) -> ppo.RolloutBatch:
         """Steps 1-4 (``update.prepare_batch``) on the next batch of the prompt stream (each prompt
-        ``samples_per_prompt`` times), or on ``records``, with the current β."""
+        ``samples_per_prompt`` times), or on ``records``, with the current β. Given ``records``
+        are used as they are: with ``group_baseline`` they must hold each prompt
+        ``samples_per_prompt`` times in consecutive rows."""
         if records is None:  # each prompt of the stream samples_per_prompt times, in consecutive rows
             records = [r for r in self.prompts.next_batch() for _ in range(self.config.samples_per_prompt)]
+        elif self.config.group_baseline:
+            k = self.config.samples_per_prompt
+            if len(records) % k or any(len({r.prompt for r in records[i:i + k]}) != 1 for i in range(0, len(records), k)):
+                raise ValueError(f"group_baseline: records must hold each prompt {k} times in consecutive rows "
+                                 f"(samples_per_prompt); got {len(records)} records not grouped that way")
         return ppo.prepare_batch(self.bundle, records, self.sampling(), self.train_reward,
                                  self.kl_controller.value, self.config)
 

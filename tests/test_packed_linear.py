@@ -5,6 +5,7 @@ rule; and it leaves the model exactly as it found it."""
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import pytest
 import torch
@@ -214,5 +215,38 @@ def test_bfloat16_is_refused_with_gradients_and_off_the_packed_path(bundle):
     with pytest.raises(ValueError, match="sampling only"), packed_linear.packed_linears(bundle.policy,
                                                                                       compute_dtype=torch.bfloat16):
         pass
-    with pytest.raises(ValueError, match="packed_cpu_linears=true"):
+    with pytest.raises(ValueError, match="packed_cpu_linears=false"):
         generate(bundle, prompts=PROMPTS, settings=SETTINGS, packed=False, sampling_dtype="bfloat16")
+
+
+@bf16
+def test_a_changed_weight_is_packed_again_in_bfloat16(bundle):
+    """The bfloat16 copies follow the weights like the float32 ones: an in-place change (an
+    optimizer step) makes the next bfloat16 sample read the new weights."""
+    settings = SamplingSettings(max_new_tokens=6, temperature=1.0)
+    before = generate(bundle, prompts=PROMPTS, settings=settings, seed=2, keep_generation_logprobs=True,
+                      sampling_dtype="bfloat16")
+    head = bundle.policy.lm.get_output_embeddings()
+    with torch.no_grad():
+        head.weight.mul_(3.0)  # sharper logits: other log-probs
+    try:
+        after = generate(bundle, prompts=PROMPTS, settings=settings, seed=2, keep_generation_logprobs=True,
+                         sampling_dtype="bfloat16")
+        plain = generate(bundle, prompts=PROMPTS, settings=settings, seed=2, keep_generation_logprobs=True,
+                         packed=False)
+    finally:
+        with torch.no_grad():
+            head.weight.div_(3.0)
+    first = before.response_mask[:, 0].bool()
+    assert (after.generation_logprobs[:, 0] - before.generation_logprobs[:, 0])[first].abs().max() > 1e-2
+    assert torch.allclose(after.generation_logprobs[:, 0], plain.generation_logprobs[:, 0], atol=0.1)
+
+
+def test_the_trainer_refuses_bfloat16_sampling_before_the_first_rollout(tmp_path):
+    from course_utils.config import load_config
+    from course_utils.trainer import PPOTrainer
+
+    config = load_config(Path(__file__).resolve().parents[1] / "configs" / "smoke.yaml", output_dir=str(tmp_path),
+                         sampling_dtype="bfloat16", packed_cpu_linears=False)
+    with pytest.raises(ValueError, match="packed_cpu_linears=false"):
+        PPOTrainer(config, quiet=True)

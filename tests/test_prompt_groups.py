@@ -77,3 +77,24 @@ def test_the_trainer_samples_each_prompt_k_times_and_shapes_with_the_baseline(tm
     assert torch.allclose(batch.rewards, batch.non_score_rewards + pm.score_on_last_token(centred, mask))
     metrics = trainer.ppo_update()  # and an update runs on it
     assert metrics["update"] == 1
+
+
+def test_records_given_by_hand_must_be_grouped_for_the_baseline(tmp_path):
+    from course_utils import tasks
+    from course_utils.trainer import PPOTrainer
+
+    config = load_config(SMOKE, output_dir=str(tmp_path), threads=2, batch_size=4, num_minibatches=2,
+                         samples_per_prompt=2, group_baseline=True)
+    trainer = PPOTrainer(config, quiet=True)
+    a, b = tasks.load_split("train")[:2]
+    with pytest.raises(ValueError, match="consecutive rows"):
+        trainer.prepare_batch([a, b, a, b])
+
+
+def test_the_trl_comparison_refuses_groups_and_bfloat16_sampling(tmp_path):
+    from course_utils.comparison.trl_compare import trl_args_for
+
+    for overrides in ({"samples_per_prompt": 2}, {"sampling_dtype": "bfloat16"}):
+        config = load_config(SMOKE, output_dir=str(tmp_path), batch_size=4, num_minibatches=2, **overrides)
+        with pytest.raises(ValueError, match="TRL's PPOTrainer cannot run"):
+            trl_args_for(config, str(tmp_path))

@@ -505,10 +505,11 @@ def building_blocks(trainer) -> tuple[dict, int, int, dict]:
 
 
 def sampler_logprob_error(trainer, batch) -> dict:
-    """How far the sampler's log-probs of its own tokens are from the float32 training forward's
-    on one rollout batch (nats over real tokens): ``mean_abs``, ``max_abs`` and ``mean`` (sampler
-    minus forward, the k1 estimate of KL(sampler || π_old)). ~1e-5 in float32; the price of
-    ``sampling_dtype=bfloat16``."""
+    """How far the sampler's log-probs of its own tokens are from a float32 forward's (the dense
+    kernels, the training computation) on a fresh sample for the batch's prompts (nats over real
+    tokens): ``mean_abs``, ``max_abs`` and ``mean`` (sampler minus forward, the k1 estimate of
+    KL(sampler || π_old)). ~1e-5 in float32; the price of ``sampling_dtype=bfloat16``. Seeded,
+    so the global random state is left alone."""
     import torch
 
     from course_utils.rollout import generate, sequence_forward
@@ -516,7 +517,8 @@ def sampler_logprob_error(trainer, batch) -> dict:
     policy, config = trainer.policy, trainer.config
     prompts = [r.prompt for r in batch.records]
     with torch.no_grad():
-        r = generate(trainer.bundle, None, prompts, trainer.sampling(), keep_generation_logprobs=True,
+        r = generate(trainer.bundle, None, prompts, trainer.sampling(), seed=trainer.config.seed,
+                     keep_generation_logprobs=True,
                      packed=config.packed_cpu_linears, decode_loop=config.decode_loop,
                      sampling_dtype=config.sampling_dtype)
         policy.eval()

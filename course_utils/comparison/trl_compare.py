@@ -111,6 +111,13 @@ def trl_args_for(config: PPOConfig, output_dir: str, total_updates: int | None =
                         "set whiten_rewards=False to compare")
     if config.target_kl:
         problems.append(f"target_kl={config.target_kl}: TRL's PPOTrainer always runs every epoch; set target_kl=0")
+    if config.samples_per_prompt != 1 or config.group_baseline:
+        problems.append(f"samples_per_prompt={config.samples_per_prompt}, group_baseline={config.group_baseline}: "
+                        "TRL's PPOTrainer samples one response per prompt; set samples_per_prompt=1, "
+                        "group_baseline=False")
+    if config.sampling_dtype != "float32":
+        problems.append(f"sampling_dtype={config.sampling_dtype!r}: TRL samples in the model's dtype (float32 "
+                        "here); set sampling_dtype=float32")
     if problems:
         raise ValueError("TRL's PPOTrainer cannot run this configuration: " + "; ".join(problems) + ".")
     return ta.trl_ppo_args(

@@ -35,8 +35,9 @@ Used only where it is safe and pays:
   one more copy of the weights in memory.
 
 Opt-in, for sampling only: ``compute_dtype=torch.bfloat16`` packs bfloat16 copies of the weights
-(half the bytes a decode step streams) and rounds each layer's input to bfloat16, its output
-back to float32; everything between the linear layers stays float32. That is no longer the same
+(half the bytes a decode step streams) and rounds each layer's input to bfloat16; the product
+comes out in bfloat16 (the LM head's logits too) and is widened back to float32, so everything
+between the linear layers stays float32. That is no longer the same
 distribution: the sampler is π_old up to bfloat16 rounding, measured by ``make bench`` as the mean
 |Δ log-prob| of the sampled tokens against the float32 forward (``rollout.generate``'s
 ``sampling_dtype``). These copies are kept apart from the float32 ones and dropped by ``forget``.
@@ -264,12 +265,13 @@ def packed_linears(model: nn.Module, enabled: bool = True, compute_dtype: torch.
     its place, its name and its hooks (only its ``forward`` is replaced, and put back on exit).
     ``compute_dtype=torch.bfloat16`` (without gradients only) multiplies in bfloat16, see above.
     Yields the number of layers switched (0 when disabled or not available)."""
+    with_grad = torch.is_grad_enabled()
+    if with_grad and compute_dtype != torch.float32:
+        raise ValueError(f"packed_linears: compute_dtype {compute_dtype} is for sampling only; call it under "
+                         "torch.no_grad() or leave compute_dtype at float32")
     if not enabled or not available(model, compute_dtype):
         yield 0
         return
-    with_grad = torch.is_grad_enabled()
-    if with_grad and compute_dtype != torch.float32:
-        raise ValueError(f"packed_linears: compute_dtype {compute_dtype} is for sampling only (no gradients)")
     layers = [m for m in model.modules()
               if type(m) is nn.Linear and m.weight.numel() >= MIN_ELEMENTS and "forward" not in m.__dict__
               and not (with_grad and any(p.requires_grad for p in m.parameters()))]

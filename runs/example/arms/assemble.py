@@ -65,6 +65,12 @@ LEVERS = (  # (option, the JSON bench-learning wrote, arm name, what differs fro
     ("low-temperature", "sft_ppo_checker_t07.json", "sft_ppo_checker_target_kl_t0.7",
      "ppo_epochs=4, target_kl=0.02 and rollouts sampled at temperature 0.7 instead of 1.0 (recorded a "
      "session later, with the faster unmerged sampling: compare its updates per seed)"),
+    ("four-samples", "sft_ppo_checker_g4.json", "sft_ppo_checker_target_kl_4samples",
+     "ppo_epochs=4, target_kl=0.02 and samples_per_prompt=4 (4 distinct prompts per batch of 16, each sampled "
+     "4 times; value head and GAE as before)"),
+    ("four-samples-rloo", "sft_ppo_checker_g4b.json", "sft_ppo_checker_target_kl_4samples_rloo",
+     "ppo_epochs=4, target_kl=0.02, samples_per_prompt=4 and group_baseline=true (each score minus the mean of "
+     "the other three responses to its prompt, RLOO's baseline, before GAE)"),
 )
 
 
