@@ -22,6 +22,12 @@ traced; run from the repository root after the arms below, each one alone on 2 t
        # a third lever for (d): (d') sampled at temperature 0.7 instead of 1.0 -> <low_temperature>/
        python -m course_utils bench-learning --config configs/cpu_sft.yaml --sft \
            --set ppo_epochs=4 target_kl=0.02 temperature=0.7 --out <low_temperature>/sft_ppo_checker_t07.json
+       # (d') with each prompt sampled 4 times (4 prompts per batch of 16) and RLOO's leave-one-out baseline
+       python -m course_utils bench-learning --config configs/cpu_sft.yaml --sft --set ppo_epochs=4 target_kl=0.02 \
+           samples_per_prompt=4 group_baseline=true --out <four_samples_rloo>/sft_ppo_checker_g4b.json
+       # (d') with a trust region 2.5 times wider: the early stop at 1.5 x target_kl 0.05
+       python -m course_utils bench-learning --config configs/cpu_sft.yaml --sft --set ppo_epochs=4 target_kl=0.05 \
+           --out <target_kl_wide>/sft_ppo_checker_tkl05.json
    (all: --seeds 0 1 2 --minutes 15 --parallel 1 unless the JSON says otherwise; the SFT warm-up's
    training time is taken out of PPO's 15 minutes.)
 2. This script, with nothing else running: every final policy answers the unseen-phrasing set too;
@@ -34,6 +40,13 @@ traced; run from the repository root after the arms below, each one alone on 2 t
         --family-sampling /tmp/arms_fs --low-temperature /tmp/arms_t07
 
 Post-hoc measurements are cached in <learned>/posthoc.json, so a second call only redraws.
+
+3. A lever measured after the other arms' temporary folders are gone: --add reads the committed
+   rlhf_learning.json back, evaluates only the levers given (cache: <folder>/posthoc.json), and
+   rewrites the JSON, the lever's kept runs and arms.png (the other arms' numbers are read, not
+   recomputed; the over-optimisation figure is left as it is):
+
+    python runs/example/arms/assemble.py --add --four-samples-rloo /tmp/arms_g4b --target-kl-wide /tmp/arms_tkl05
 """
 
 from __future__ import annotations
@@ -65,6 +78,9 @@ LEVERS = (  # (option, the JSON bench-learning wrote, arm name, what differs fro
     ("low-temperature", "sft_ppo_checker_t07.json", "sft_ppo_checker_target_kl_t0.7",
      "ppo_epochs=4, target_kl=0.02 and rollouts sampled at temperature 0.7 instead of 1.0 (recorded a "
      "session later, with the faster unmerged sampling: compare its updates per seed)"),
+    ("target-kl-wide", "sft_ppo_checker_tkl05.json", "sft_ppo_checker_target_kl_0.05",
+     "ppo_epochs=4 and target_kl=0.05 (the early stop of sft_ppo_checker_target_kl with a trust region 2.5 times "
+     "wider)"),
     ("four-samples", "sft_ppo_checker_g4.json", "sft_ppo_checker_target_kl_4samples",
      "ppo_epochs=4, target_kl=0.02 and samples_per_prompt=4 (4 distinct prompts per batch of 16, each sampled "
      "4 times; value head and GAE as before)"),
@@ -185,7 +201,10 @@ def main() -> None:
         p.add_argument(f"--{name}", type=Path)
     p.add_argument("--anchored", type=Path, nargs="+", help="the folder(s) of the beta 0.2 arm's seeds")
     p.add_argument("--reward-model", type=Path, default=Path("runs/week06/reward_model"))
+    p.add_argument("--add", action="store_true", help="only merge the levers given into the committed report")
     args = p.parse_args()
+    if args.add:
+        return add_levers(args)
     cache_file = args.learned / "posthoc.json"
     cache = json.loads(cache_file.read_text()) if cache_file.is_file() else {}
 
@@ -273,23 +292,58 @@ def main() -> None:
                              (("sft_ppo_checker", checker_seeds), ("sft_ppo_learned_rm", learned_seeds),
                               ("sft_ppo_learned_rm_kl0.2", anchored_seeds), *lever_seeds.items()) if seeds},
         "per_seed_sft_train_minutes": [w["train_minutes"] for w in warm],
-        "notes": ("test: 100 held-out prompts (10 per family), greedy, strict checker; test_unseen: the same prompts "
-                  "in instruction phrasings no training or SFT prompt uses. base: the instruct model (greedy, so one "
-                  "number). ppo_instruct: the cpu preset from the instruct model (runs/example/learning.json). "
-                  + "".join(f"{arm}: (d) with {what}. " for _, _, arm, what in LEVERS if arm in arms)
-                  + f"ceiling: pass@{SAMPLES} at temperature 1 of each seed's SFT start on the main set (test)."),
+        "notes": notes(arms),
     }
     (HERE.parent / "rlhf_learning.json").write_text(json.dumps(report, indent=1) + "\n")
 
+    draw_arms(report)
+    start = float(np.mean(arms["sft"]["test"]))
+    pipeline_plots.plot_overoptimisation(curves, start_gold=start).savefig(HERE / "overoptimisation.png", dpi=90)
+
+
+def notes(arms: dict) -> str:
+    return ("test: 100 held-out prompts (10 per family), greedy, strict checker; test_unseen: the same prompts "
+            "in instruction phrasings no training or SFT prompt uses. base: the instruct model (greedy, so one "
+            "number). ppo_instruct: the cpu preset from the instruct model (runs/example/learning.json). "
+            + "".join(f"{arm}: (d) with {what}. " for _, _, arm, what in LEVERS if arm in arms)
+            + f"ceiling: pass@{SAMPLES} at temperature 1 of each seed's SFT start on the main set (test).")
+
+
+def draw_arms(report: dict) -> None:
+    """arms.png from the report, and each arm's mean ± standard error printed."""
     import matplotlib
 
     matplotlib.use("Agg")
     labels = {"test": "main held-out set", UNSEEN_SPLIT: "unseen phrasings"}
-    pipeline_plots.plot_arms(arms, ceiling, labels, k=SAMPLES).savefig(HERE / "arms.png", dpi=90)
-    start = float(np.mean(arms["sft"]["test"]))
-    pipeline_plots.plot_overoptimisation(curves, start_gold=start).savefig(HERE / "overoptimisation.png", dpi=90)
+    pipeline_plots.plot_arms(report["arms"], report["ceiling"], labels, k=SAMPLES).savefig(HERE / "arms.png", dpi=90)
     for arm, sets in report["summary"].items():
         print(arm, {split: f"{v['mean']:.1f} ± {v['se']:.1f}" for split, v in sets.items()})
+
+
+def add_levers(args: argparse.Namespace) -> None:
+    """Step 3 of the docstring: new levers merged into the committed report."""
+    path = HERE.parent / "rlhf_learning.json"
+    report = json.loads(path.read_text())
+    arms = report["arms"]
+    for option, json_name, arm, _ in LEVERS:
+        folder = getattr(args, option.replace("-", "_"))
+        if not folder:
+            continue
+        if not (folder / json_name).is_file():
+            raise SystemExit(f"--{option}: no {json_name} in {folder}; run its bench-learning command first")
+        cache_file = folder / "posthoc.json"
+        cache = json.loads(cache_file.read_text()) if cache_file.is_file() else {}
+        values, seeds = ppo_arm(folder, json_name, arm, cache)
+        cache_file.write_text(json.dumps(cache, indent=1) + "\n")
+        arms[arm] = {split: [round(v, 2) for v in per_seed] for split, per_seed in values.items()}
+        report["summary"][arm] = {split: mean_se(per_seed) for split, per_seed in arms[arm].items()}
+        report["gain_over_sft_points"][arm] = mean_se([a - b for a, b in zip(arms[arm]["test"], arms["sft"]["test"])])
+        report["per_seed_updates"][arm] = [s["updates"] for s in seeds]
+    arms["ppo_instruct"] = arms.pop("ppo_instruct")  # the reference row stays last in the figure
+    report["summary"]["ppo_instruct"] = report["summary"].pop("ppo_instruct")
+    report["notes"] = notes(arms)
+    path.write_text(json.dumps(report, indent=1) + "\n")
+    draw_arms(report)
 
 
 if __name__ == "__main__":
