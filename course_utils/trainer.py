@@ -284,7 +284,9 @@ class PPOTrainer:
 
     def load_state_dict(self, state: dict) -> None:
         """Put back what ``state_dict()`` saved: trainable weights, optimizer, scheduler, β,
-        data position, logs, stop-rule streaks and the random-number generators."""
+        data position, logs, stop-rule streaks and the random-number generators. A checkpoint
+        trained on other data, reward or model (``checkpoint.SAME_ON_RESUME``) is refused."""
+        self._check_resumed_config(state.get("config", {}))
         params = dict(self.policy.named_parameters())
         with torch.no_grad():
             for name, value in state["trainable"].items():
@@ -304,6 +306,18 @@ class PPOTrainer:
             raise ValueError(f"the checkpoint was written by {len(per_rank)} process(es) and this run has "
                              f"{self.world_size}: resume with the same number of processes")
         checkpoint.restore_rng(per_rank[self.rank])
+
+    def _check_resumed_config(self, saved: dict) -> None:
+        changes = checkpoint.config_changes(saved, self.config.to_dict())
+        refused = {name: change for name, change in changes.items() if name in checkpoint.SAME_ON_RESUME}
+        if refused:
+            was = ", ".join(f"{name}={old!r}" for name, (old, _) in refused.items())
+            asked = ", ".join(f"{name}={new!r}" for name, (_, new) in refused.items())
+            raise ValueError(f"the checkpoint in {self.run_dir} was trained with {was} and this run asks for {asked}: "
+                             "resume with the checkpoint's values, or start afresh under another run_name")
+        if changes:
+            self.log("resuming with changed settings: "
+                     + ", ".join(f"{name} {old!r} -> {new!r}" for name, (old, new) in changes.items()))
 
     def save_checkpoint(self) -> None:
         state = self.state_dict()  # on every process: it gathers each rank's RNG state

@@ -66,6 +66,19 @@ def test_a_damaged_checkpoint_is_named_with_the_fix(capsys, tmp_path):
     assert code == 2 and "is damaged" in err and "start the run fresh" in err and str(folder) in err
 
 
+def test_a_resume_that_changes_the_prompt_stream_is_refused_with_the_fix(capsys, tmp_path):
+    base = ("ppo", "--config", SMOKE, "--set", f"output_dir={tmp_path}", "total_updates=1")
+    cli.main(list(base))
+    capsys.readouterr()
+    code, _, err = run_cli(capsys, *base, "batch_size=2", "num_minibatches=1", "--resume")
+    assert code == 2 and err.count("\n") == 1, err
+    assert "batch_size=4" in err and "batch_size=2" in err and "another run_name" in err, err
+    # A change that does not alter what was trained on (one more update, another learning rate) resumes.
+    cli.main([*base[:-1], "total_updates=2", "learning_rate=0.0001", "--resume"])
+    out = capsys.readouterr().out
+    assert "resumed from update 1" in out and "learning_rate 0.0002 -> 0.0001" in out, out
+
+
 def test_debug_shows_the_traceback(capsys):
     with pytest.raises(ValueError, match="cliprange"):
         cli.main(["ppo", "--config", SMOKE, "--set", "cliprange=0", "--debug"])

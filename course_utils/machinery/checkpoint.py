@@ -21,6 +21,20 @@ import torch
 CHECKPOINT = "checkpoint"
 
 
+# Settings that decide what a run trains on: the model and its adapter's shape, the reward, and the
+# prompt stream (its seed, split, families, batch and grouping). A resume that changed one of them
+# would splice two different runs into one log, so it is refused; any other change (more updates,
+# another evaluation split, a new learning rate) is allowed and logged.
+SAME_ON_RESUME = ("model", "lora_rank", "lora_alpha", "lora_target_modules", "reward", "reward_model_path",
+                  "train_split", "task_families", "batch_size", "samples_per_prompt", "prompt_sampling", "seed")
+
+
+def config_changes(saved: dict, now: dict) -> dict[str, tuple]:
+    """The fields whose value differs between a checkpoint's config and the resuming run's:
+    ``{field: (saved value, new value)}``; fields one of them lacks (a newer or older kit) are skipped."""
+    return {name: (saved[name], value) for name, value in now.items() if name in saved and saved[name] != value}
+
+
 class DamagedCheckpointError(RuntimeError):
     """A checkpoint file exists but cannot be read (truncated, corrupted, or not ours)."""
 
