@@ -281,17 +281,17 @@ class PPOConfig:
         """Under torchrun each process takes batch_size / world_size episodes and splits them
         into num_minibatches; every process must take the same number of optimizer steps, or the
         gradient all-reduces pair up different steps and the run hangs."""
-        if (self.batch_size // self.samples_per_prompt) % world_size:
-            raise ValueError(
-                f"Invalid PPO config: the {self.batch_size // self.samples_per_prompt} distinct prompts of a batch "
-                f"(batch_size / samples_per_prompt) must split evenly over {world_size} processes; change batch_size "
-                "or samples_per_prompt."
-            )
         if self.batch_size % (world_size * self.num_minibatches):
             raise ValueError(
                 f"Invalid PPO config: batch_size ({self.batch_size}) must be divisible by processes x "
                 f"num_minibatches ({world_size} x {self.num_minibatches}); e.g. batch_size="
                 f"{world_size * self.num_minibatches * max(1, round(self.batch_size / (world_size * self.num_minibatches)))}."
+            )
+        if (self.batch_size // self.samples_per_prompt) % world_size:
+            raise ValueError(
+                f"Invalid PPO config: the {self.batch_size // self.samples_per_prompt} distinct prompts of a batch "
+                f"(batch_size / samples_per_prompt) must split evenly over {world_size} processes; change batch_size "
+                "or samples_per_prompt."
             )
         return self
 

@@ -538,10 +538,9 @@ def generate(
     compute_dtype = sampling_compute_dtype(policy, sampling_dtype, packed)
     settings = settings or SamplingSettings()
     settings.check()
-    device = policy.device
-    base = policy.base_model
-    max_context = getattr(base.config, "max_position_embeddings", None)
-    query_ids, query_mask = tokenize_prompts(tokenizer, prompts, system, settings.max_new_tokens, max_context)
+    device, base = policy.device, policy.base_model
+    query_ids, query_mask = tokenize_prompts(tokenizer, prompts, system, settings.max_new_tokens,
+                                             getattr(base.config, "max_position_embeddings", None))
     query_ids, query_mask = query_ids.to(device), query_mask.to(device)
     eos_ids = stop_token_ids(tokenizer, base)
     # Values need each step's last hidden state: a hook on the final norm (read by the LM head) records
@@ -570,11 +569,9 @@ def generate(
     mask, last_index, ended, truncated = response_mask_from_ids(raw, eos_ids)
     # After the first EOS transformers writes the pad id anyway; we make it explicit.
     response_ids = torch.where(mask.bool(), raw, torch.full_like(raw, tokenizer.pad_token_id))
-    rollout = Rollout(
-        query_ids=query_ids, query_mask=query_mask, response_ids=response_ids, response_mask=mask,
-        last_index=last_index, ended_with_eos=ended, truncated=truncated, prompts=list(prompts),
-        settings=settings,
-    )
+    rollout = Rollout(query_ids=query_ids, query_mask=query_mask, response_ids=response_ids, response_mask=mask,
+                      last_index=last_index, ended_with_eos=ended, truncated=truncated, prompts=list(prompts),
+                      settings=settings)
     if keep_generation_logprobs:
         rollout.generation_logprobs = _sampler_logprobs(out, response_ids, mask, settings.temperature)
     if keep_generation_values:

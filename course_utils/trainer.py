@@ -122,6 +122,15 @@ def observe_successes(stream, batch: ppo.RolloutBatch) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 
+def refuse_generation_logprobs_off_float32(config: PPOConfig, device) -> None:
+    if config.old_logprobs_from == "generation" and default_dtype(device) != torch.float32:
+        raise ValueError(
+            f"old_logprobs_from='generation' needs float32 weights, but on {device} the models load in "
+            f"{default_dtype(device)}. Use the preset for this device (configs/cuda.yaml) or add "
+            "--set old_logprobs_from=forward (or device=cpu)."
+        )
+
+
 class PPOTrainer:
     """Runs PPO from a :class:`PPOConfig`.
 
@@ -137,13 +146,8 @@ class PPOTrainer:
         set_threads(config.threads or None)  # 0: $COURSE_THREADS, else the cores (at most 8)
         seed_everything(config.seed)
         self.device = pick_device(config.device)
-        if config.old_logprobs_from == "generation" and bundle is None and default_dtype(self.device) != torch.float32:
-            # Refused here, before any model loads, rather than at the first rollout.
-            raise ValueError(
-                f"old_logprobs_from='generation' needs float32 weights, but on {self.device} the models load in "
-                f"{default_dtype(self.device)}. Use the preset for this device (configs/cuda.yaml) or add "
-                "--set old_logprobs_from=forward (or device=cpu)."
-            )
+        if bundle is None:  # refused here, before any model loads, rather than at the first rollout
+            refuse_generation_logprobs_off_float32(config, self.device)
         self.run_dir = config.run_dir
         if self.rank == 0:
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -286,7 +290,8 @@ class PPOTrainer:
         """Put back what ``state_dict()`` saved: trainable weights, optimizer, scheduler, β,
         data position, logs, stop-rule streaks and the random-number generators. A checkpoint
         trained on other data, reward or model (``checkpoint.SAME_ON_RESUME``) is refused."""
-        self._check_resumed_config(state.get("config", {}))
+        if changes := checkpoint.check_resumed_config(state.get("config", {}), self.config.to_dict(), self.run_dir):
+            self.log(f"resuming with changed settings: {changes}")
         params = dict(self.policy.named_parameters())
         with torch.no_grad():
             for name, value in state["trainable"].items():
@@ -307,18 +312,6 @@ class PPOTrainer:
                              f"{self.world_size}: resume with the same number of processes")
         checkpoint.restore_rng(per_rank[self.rank])
 
-    def _check_resumed_config(self, saved: dict) -> None:
-        changes = checkpoint.config_changes(saved, self.config.to_dict())
-        refused = {name: change for name, change in changes.items() if name in checkpoint.SAME_ON_RESUME}
-        if refused:
-            was = ", ".join(f"{name}={old!r}" for name, (old, _) in refused.items())
-            asked = ", ".join(f"{name}={new!r}" for name, (_, new) in refused.items())
-            raise ValueError(f"the checkpoint in {self.run_dir} was trained with {was} and this run asks for {asked}: "
-                             "resume with the checkpoint's values, or start afresh under another run_name")
-        if changes:
-            self.log("resuming with changed settings: "
-                     + ", ".join(f"{name} {old!r} -> {new!r}" for name, (old, new) in changes.items()))
-
     def save_checkpoint(self) -> None:
         state = self.state_dict()  # on every process: it gathers each rank's RNG state
         if self.rank == 0:
@@ -335,9 +328,7 @@ class PPOTrainer:
 
     def _write_jsonl(self, name: str, rows: list[dict]) -> None:
         if self.rank == 0:
-            with open(self.run_dir / name, "w") as f:
-                for row in rows:
-                    f.write(json.dumps(row) + "\n")
+            (self.run_dir / name).write_text("".join(json.dumps(row) + "\n" for row in rows))
 
     def training_seconds(self) -> float:
         """Wall time of the updates so far (evaluations and checkpoints excluded); survives a resume."""

@@ -35,6 +35,19 @@ def config_changes(saved: dict, now: dict) -> dict[str, tuple]:
     return {name: (saved[name], value) for name, value in now.items() if name in saved and saved[name] != value}
 
 
+def check_resumed_config(saved: dict, now: dict, run_dir: Path) -> str:
+    """Refuse (ValueError, one line with the fix) a resume that changes a ``SAME_ON_RESUME`` field;
+    return the other changes as text for the log ("" when nothing changed)."""
+    changes = config_changes(saved, now)
+    refused = {name: change for name, change in changes.items() if name in SAME_ON_RESUME}
+    if refused:
+        was = ", ".join(f"{name}={old!r}" for name, (old, _) in refused.items())
+        asked = ", ".join(f"{name}={new!r}" for name, (_, new) in refused.items())
+        raise ValueError(f"the checkpoint in {run_dir} was trained with {was} and this run asks for {asked}: "
+                         "resume with the checkpoint's values, or start afresh under another run_name")
+    return ", ".join(f"{name} {old!r} -> {new!r}" for name, (old, new) in changes.items())
+
+
 class DamagedCheckpointError(RuntimeError):
     """A checkpoint file exists but cannot be read (truncated, corrupted, or not ours)."""
 
