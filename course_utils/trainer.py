@@ -123,6 +123,7 @@ def observe_successes(stream, batch: ppo.RolloutBatch) -> dict:
 
 
 def refuse_generation_logprobs_off_float32(config: PPOConfig, device) -> None:
+    """The sampler's log-probs are π_old only in float32: refuse "generation" where models load in half precision."""
     if config.old_logprobs_from == "generation" and default_dtype(device) != torch.float32:
         raise ValueError(
             f"old_logprobs_from='generation' needs float32 weights, but on {device} the models load in "
