@@ -21,7 +21,7 @@ import argparse
 import math
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +46,9 @@ class SFTConfig:
     """The model to warm up: a preset name, a hub id or a local folder."""
     demos: int = 200
     """How many train-split demonstrations to learn from, in one pass (a warm-up, not convergence)."""
+    demo_families: list = field(default_factory=list)
+    """Task families that have demonstrations (empty: all). The others get none: SFT never sees
+    them, though they are still evaluated (the "tasks no demonstration covers" design of lesson 11)."""
     epochs: int = 1
     """Passes over the demonstrations (an upper bound when ``max_train_minutes`` is set)."""
     max_train_minutes: float = 0.0
@@ -81,6 +84,9 @@ class SFTConfig:
             (self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}"),
             (self.lora_rank >= 1, f"lora_rank must be >= 1 (the warm-up is a LoRA fine-tune), got {self.lora_rank}"),
             (self.eval_split != "train", "eval_split must be a held-out split (validation or test), not train"),
+            (not set(self.demo_families) - set(tasks.TASK_FAMILIES),
+             f"demo_families has unknown families {sorted(set(self.demo_families) - set(tasks.TASK_FAMILIES))}; "
+             f"choose from {', '.join(tasks.TASK_FAMILIES)}"),
         ) if not ok]
         if problems:
             raise ValueError("Invalid SFT config: " + "; ".join(problems) + ".")
@@ -91,12 +97,14 @@ class SFTConfig:
         return Path(self.output_dir) / self.run_name
 
 
-def demonstrations(n: int, seed: int) -> list[tasks.Prompt]:
-    """``n`` train-split records, shuffled with ``seed`` (never validation or test)."""
-    records = tasks.load_split("train")
+def demonstrations(n: int, seed: int, families=()) -> list[tasks.Prompt]:
+    """``n`` train-split records (of ``families`` only, if given), shuffled with ``seed`` (never
+    validation or test)."""
+    records = [r for r in tasks.load_split("train") if not families or r.family in families]
     random.Random(seed).shuffle(records)
     if n > len(records):
-        raise ValueError(f"demos={n} but the train split has {len(records)} prompts; use at most {len(records)}")
+        which = f" of {', '.join(families)}" if families else ""
+        raise ValueError(f"demos={n} but the train split has {len(records)} prompts{which}; use at most {len(records)}")
     return records[:n]
 
 
@@ -183,7 +191,7 @@ def train_sft(config: SFTConfig, progress: bool = True) -> dict:
                 for name in (config.eval_split, tasks.UNSEEN_SPLIT)}  # the same prompts, asked anew
     before = {name: pass_rates(bundle, records, config.max_new_tokens) for name, records in held_out.items()}
 
-    demos = demonstrations(config.demos, config.seed)
+    demos = demonstrations(config.demos, config.seed, config.demo_families)
     lora_params = [p for n, p in policy.lm.named_parameters() if p.requires_grad]
     optimizer = torch.optim.Adam(lora_params, lr=config.learning_rate)
     losses, start = [], time.perf_counter()
@@ -241,8 +249,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m course_utils sft", description=__doc__.split("\n")[0])
     docs = field_docs(SFTConfig)
     for name, spec in SFTConfig.__dataclass_fields__.items():
-        parser.add_argument(f"--{name.replace('_', '-')}", type=type(spec.default), default=spec.default,
-                            help=f"{docs.get(name, '')} (default: {spec.default})")
+        flag, doc = f"--{name.replace('_', '-')}", docs.get(name, "")
+        if spec.default_factory is list:  # a list field: zero or more values after the flag
+            parser.add_argument(flag, nargs="*", default=[], metavar="NAME", help=f"{doc} (default: none)")
+        else:
+            parser.add_argument(flag, type=type(spec.default), default=spec.default,
+                                help=f"{doc} (default: {spec.default})")
     args = parser.parse_args(argv)
     config = SFTConfig(**{name: getattr(args, name) for name in SFTConfig.__dataclass_fields__})
     metrics = train_sft(config)

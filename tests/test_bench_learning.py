@@ -69,6 +69,10 @@ def test_two_smoke_seeds_in_parallel_end_to_end(tmp_path, capsys):
 def test_a_typo_in_the_overrides_fails_before_any_run(tmp_path):
     with pytest.raises(ValueError, match="Unknown config field"):
         bl.main(["--config", "configs/smoke.yaml", "--out", str(tmp_path / "x.json"), "--set", "learning_rat=1"])
+    with pytest.raises(SystemExit, match="unknown families"):
+        bl.main(["--sft", "--demo-families", "lowercase", "--out", str(tmp_path / "x.json")])
+    with pytest.raises(SystemExit, match="add --sft"):
+        bl.main(["--demo-families", "json_object", "--out", str(tmp_path / "x.json")])
 
 
 def test_the_warm_up_runs_first_and_its_training_time_comes_out_of_the_budget(tmp_path, monkeypatch):
@@ -118,5 +122,10 @@ def test_the_sft_full_control_trains_on_every_demo_for_the_whole_budget_and_runs
     for cmd in ran:
         assert cmd[cmd.index("--demos") + 1] == "400" and cmd[cmd.index("--max-train-minutes") + 1] == "15.0"
     assert [s["pass_after"]["test"] for s in report["seeds"]] == [0.5, 0.52]
+    ran.clear()  # with demonstrations for two families only: their 80 demos, and the flag passed on
+    bl.main(["--sft-full", "--seeds", "1", "--demo-families", "json_object", "uppercase_word", "--out", str(out)])
+    assert ran[0][ran[0].index("--demos") + 1] == "80"
+    assert ran[0][ran[0].index("--demo-families") + 1:][:2] == ["json_object", "uppercase_word"]
+    assert json.loads(out.read_text())["demo_families"] == ["json_object", "uppercase_word"]
     assert report["summary"]["test"]["mean"] == pytest.approx(0.51)
     assert json.loads(out.read_text())["arm"] == "sft_full"

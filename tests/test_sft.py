@@ -24,6 +24,16 @@ def test_demonstrations_come_from_the_train_split_only():
         sft.demonstrations(10_000, seed=0)
 
 
+def test_demonstrations_of_chosen_families_only_and_unknown_families_refused():
+    kept = ["json_object", "uppercase_word"]
+    demos = sft.demonstrations(80, seed=0, families=kept)
+    assert {r.family for r in demos} == set(kept) and len(demos) == 80  # 40 train prompts per family
+    with pytest.raises(ValueError, match="80 prompts of json_object, uppercase_word"):
+        sft.demonstrations(81, seed=0, families=kept)
+    with pytest.raises(ValueError, match=r"unknown families \['lower_word'\]; choose from result_sum"):
+        sft.SFTConfig(demo_families=["lower_word"]).validate()
+
+
 def test_the_loss_reads_the_answer_and_its_eos_never_the_prompt(tiny_model_dir):
     from course_utils.models import load_bundle
 

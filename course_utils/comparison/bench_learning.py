@@ -152,8 +152,18 @@ def plot_variant_gains(reports: dict[str, dict], target: float = TARGET_GAIN_POI
     return fig
 
 
-SFT_FULL_ARGS = ("--demos", 400, "--epochs", 1000)
-"""The control arm's SFT: every train demonstration, as many passes as the budget allows."""
+def sft_full_args(demo_families=()) -> tuple:
+    """The control arm's SFT: every train demonstration (of ``demo_families`` only, if given), as
+    many passes as the budget allows."""
+    from course_utils import tasks
+
+    demos = sum(1 for r in tasks.load_split("train") if not demo_families or r.family in demo_families)
+    return ("--demos", demos, "--epochs", 1000, *demo_family_args(demo_families))
+
+
+def demo_family_args(demo_families=()) -> tuple:
+    """``sft``'s flag for the families that have demonstrations (nothing when every family has)."""
+    return ("--demo-families", *demo_families) if demo_families else ()
 
 
 def sft_command(seed: int, run_name: str, output_dir: str, threads: int, extra=()) -> list[str]:
@@ -186,7 +196,7 @@ def run_sft_full(args, output_dir: Path, threads: int) -> dict:
     for seed in args.seeds:
         env = child.child_env(threads, COURSE_THREADS=str(threads))
         warm = run_warm_up(seed, f"sft_full-seed{seed}", output_dir, threads, env,
-                           [*SFT_FULL_ARGS, "--max-train-minutes", args.minutes])
+                           [*sft_full_args(args.demo_families), "--max-train-minutes", args.minutes])
         seeds.append({"seed": seed, **warm})
     means = {name: {"mean": float(np.mean([s["pass_after"][name] for s in seeds]))} for name in seeds[0]["pass_after"]}
     return {"arm": "sft_full", "minutes": args.minutes, "threads_per_run": threads, "seeds": seeds, "summary": means}
@@ -235,6 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "the warm-up's training time is taken out of the budget")
     p.add_argument("--sft-full", action="store_true",
                    help="the control arm: SFT alone on all train demonstrations for the whole budget, no PPO")
+    p.add_argument("--demo-families", nargs="+", default=[], metavar="FAMILY",
+                   help="only these task families have demonstrations, in the warm-up (--sft) and in "
+                        "--sft-full; PPO still trains on every family's prompts with the checker")
     return p
 
 
@@ -250,13 +263,21 @@ def main(argv: list[str] | None = None) -> dict:
     load_config(args.config, **{k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in args.set)})
     if args.parallel < 1 or args.minutes <= 0:
         raise SystemExit("--parallel must be >= 1 and --minutes > 0")
+    from course_utils import tasks
+
+    unknown = sorted(set(args.demo_families) - set(tasks.TASK_FAMILIES))
+    if unknown:
+        raise SystemExit(f"--demo-families: unknown families {unknown}; choose from {', '.join(tasks.TASK_FAMILIES)}")
+    if args.demo_families and not (args.sft or args.sft_full):
+        raise SystemExit("--demo-families applies to the SFT: add --sft (warm-up + PPO) or --sft-full (SFT alone)")
     out = Path(args.out)
     output_dir = out.parent / "learning"
     output_dir.mkdir(parents=True, exist_ok=True)
     cores = os.cpu_count() or 1
     threads = max(1, cores // args.parallel)
     if args.sft_full:
-        report = {**run_sft_full(args, output_dir, threads), "machine": machine_info(), "versions": package_versions()}
+        report = {**run_sft_full(args, output_dir, threads), "demo_families": args.demo_families,
+                  "machine": machine_info(), "versions": package_versions()}
         out.write_text(json.dumps(report, indent=2) + "\n")
         print(f"SFT for the whole budget: {report['summary']}\nwrote {out}")
         return report
@@ -276,7 +297,7 @@ def main(argv: list[str] | None = None) -> dict:
             env = child.child_env(threads, COURSE_THREADS=str(threads))
             minutes, extra = args.minutes, list(args.set)
             if args.sft:
-                warm_ups[seed] = run_warm_up(seed, name, output_dir, threads, env)
+                warm_ups[seed] = run_warm_up(seed, name, output_dir, threads, env, demo_family_args(args.demo_families))
                 minutes = args.minutes - warm_ups[seed]["train_minutes"]
                 extra.append(f"model={warm_ups[seed]['model']}")
             cmd = child_command(args.config, seed, name, str(output_dir), minutes, threads, extra)
@@ -305,6 +326,7 @@ def main(argv: list[str] | None = None) -> dict:
         "config": args.config,
         "overrides": args.set,
         "sft_warm_up": args.sft,
+        "demo_families": args.demo_families,
         "minutes": args.minutes,
         "parallel": args.parallel,
         "threads_per_run": threads,
