@@ -1,0 +1,158 @@
+"""Lesson 11, "When is PPO worth it?": reading the course's own measured arms. Pure functions:
+committed numbers in, a Figure or a dict out; the slider only wires a choice to them.
+
+The numbers come from two committed files made by the arms' scripts:
+``runs/example/rlhf_learning.json`` (the pipeline's arms, perfect demonstrations for every family)
+and ``runs/example/when_ppo_wins.json`` (the designs where the demonstrations fall short).
+Each holds ``arms[arm][held-out set] = [pass rate per seed, in percent]``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from course_utils.machinery.paths import REPO_ROOT
+
+RUNS = REPO_ROOT / "runs" / "example"
+
+
+def load_measurements(folder: Path = RUNS) -> dict:
+    """``{"pipeline": rlhf_learning.json, "designs": when_ppo_wins.json's designs}`` (designs empty
+    when that file is not there yet)."""
+    pipeline = json.loads((folder / "rlhf_learning.json").read_text())
+    designs_file = folder / "when_ppo_wins.json"
+    designs = json.loads(designs_file.read_text())["designs"] if designs_file.is_file() else {}
+    return {"pipeline": pipeline, "designs": designs}
+
+
+def mean_se(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and standard error (sample standard deviation / sqrt(n); 0 for one value)."""
+    x = np.asarray(values, dtype=float)
+    return float(x.mean()), float(x.std(ddof=1) / np.sqrt(x.size)) if x.size > 1 else 0.0
+
+
+def paired_difference(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+    """Mean ± standard error of a - b paired by seed (the same seed's warm-up, data order, ...):
+    the seed-to-seed spread both arms share cancels."""
+    if len(a) != len(b):
+        raise ValueError(f"paired by seed: both arms need the same seeds, got {len(a)} and {len(b)} values")
+    return mean_se(np.subtract(a, b))
+
+
+def pass_at_k_shift(pass_at_k: Mapping[str, Mapping[str, Mapping[str, float]]], start: str = "sft",
+                    after: str = "sft_ppo_checker") -> dict[str, dict[str, float]]:
+    """Per family: pass@1 before and after PPO, pass@k before, and the share of the room PPO used,
+
+        used = (pass@1 after - pass@1 before) / (pass@k before - pass@1 before)
+
+    (None where there was no room: pass@k before = pass@1 before). Inputs in percent, as
+    ``rlhf_learning.json["per_family_test"]`` holds them."""
+    out = {}
+    for family, before in pass_at_k[start].items():
+        room = before["pass_at_16"] - before["pass_at_1"]
+        gain = pass_at_k[after][family]["pass_at_1"] - before["pass_at_1"]
+        out[family] = {"pass_at_1_before": before["pass_at_1"], "pass_at_16_before": before["pass_at_16"],
+                       "pass_at_1_after": pass_at_k[after][family]["pass_at_1"],
+                       "room_used": gain / room if room > 0 else None}
+    return out
+
+
+def plot_pass_at_k_shift(shift: Mapping[str, Mapping[str, float]], k: int = 16) -> Figure:
+    """One row per family: an arrow from pass@1 before PPO to pass@1 after, and a tick at pass@k
+    before. RL moves pass@1 towards pass@k; it has nothing to move where pass@k is 0."""
+    families = sorted(shift, key=lambda f: -shift[f]["pass_at_16_before"])
+    fig = Figure(figsize=(7, 0.38 * len(families) + 1.5))
+    ax = fig.subplots()
+    for y, family in enumerate(families):
+        s = shift[family]
+        ax.annotate("", xy=(s["pass_at_1_after"], y), xytext=(s["pass_at_1_before"], y),
+                    arrowprops={"arrowstyle": "->", "color": "C0", "lw": 1.8})
+        ax.plot(s["pass_at_1_before"], y, "o", color="C0", ms=4)
+        ax.plot(s["pass_at_16_before"], y, "|", color="C3", ms=14, mew=2)
+    ax.plot([], [], "->", color="C0", label="pass@1: SFT start → after PPO")
+    ax.plot([], [], "|", color="C3", ms=10, mew=2, label=f"pass@{k} of the SFT start (the reach)")
+    ax.set_yticks(range(len(families)), families, fontsize=8)
+    ax.invert_yaxis()
+    ax.set(xlim=(-2, 102), xlabel="sampled answers that pass the checker, % (test prompts, mean of 3 seeds)",
+           title="PPO turns what the policy can do into what it does")
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def demo_coverage_points(measurements: Mapping, measure: str = "all") -> list[dict]:
+    """The measured points of "which arm wins as demonstrations cover fewer tasks", in percent of
+    the task families that have demonstrations:
+
+        100%  rlhf_learning.json: SFT on every demonstration (``sft_full``) against warm-up + PPO
+              on the checker (``sft_ppo_checker``)
+        80%   when_ppo_wins.json design (g): the same two arms without lowercase_word's and
+              number_only's demonstrations
+        0%    no demonstrations at all: SFT has nothing, so the instruct model (``base``) is its
+              result; PPO from the instruct model on the checker (``ppo_instruct``)
+
+    ``measure``: "all" reads every test prompt (the same 100 at each point); "uncovered" reads only
+    the prompts of families without demonstrations (so the 100% point has none, and 0% is all).
+    Each point: ``{"coverage", "sft": [per seed], "ppo": [per seed], "measured_on"}``."""
+    if measure not in ("all", "uncovered"):
+        raise ValueError(f"measure is 'all' or 'uncovered', got {measure!r}")
+    arms = measurements["pipeline"]["arms"]
+    points = [{"coverage": 0, "sft": arms["base"]["test"], "ppo": arms["ppo_instruct"]["test"],
+               "measured_on": "all 100 test prompts (no family has demonstrations)"}]
+    design = measurements["designs"].get("g_no_demonstrations")
+    if design:
+        key = "test" if measure == "all" else "test_nodemo"
+        where = "all 100 test prompts" if measure == "all" else \
+            f"the {len(design['withheld']) * 10} test prompts of {' and '.join(design['withheld'])}, which have none"
+        points.append({"coverage": 80, "sft": design["arms"]["sft_full_nodemo"][key],
+                       "ppo": design["arms"]["sft_ppo_checker_nodemo"][key], "measured_on": where})
+    if measure == "all":
+        points.append({"coverage": 100, "sft": arms["sft_full"]["test"], "ppo": arms["sft_ppo_checker"]["test"],
+                       "measured_on": "all 100 test prompts"})
+    return points
+
+
+def verdict(point: Mapping) -> str:
+    """Which arm wins at one measured point, read with its paired standard error when the seeds
+    pair (the same count), or the two standard errors otherwise: a sentence."""
+    sft, sft_se = mean_se(point["sft"])
+    ppo, ppo_se = mean_se(point["ppo"])
+    if len(point["sft"]) == len(point["ppo"]) > 1:
+        diff, se = paired_difference(point["ppo"], point["sft"])
+        how = "paired by seed"
+    else:
+        diff, se = ppo - sft, float(np.hypot(sft_se, ppo_se))
+        how = "standard errors combined"
+    winner = "PPO" if diff > 2 * se else "SFT" if diff < -2 * se else "neither, within two standard errors:"
+    return (f"{point['coverage']}% of the families with demonstrations — SFT {sft:.1f} ± {sft_se:.1f}, "
+            f"PPO {ppo:.1f} ± {ppo_se:.1f}: PPO − SFT = {diff:+.1f} ± {se:.1f} ({how}); winner: {winner} "
+            f"(measured on {point['measured_on']}).")
+
+
+def plot_coverage(points: Sequence[Mapping], highlight: int | None = None) -> Figure:
+    """SFT and PPO against the share of task families with demonstrations: the measured points
+    only (mean ± standard error, dots per seed), joined by thin lines to guide the eye."""
+    fig = Figure(figsize=(6.5, 3.8))
+    ax = fig.subplots()
+    xs = [p["coverage"] for p in points]
+    for name, colour, offset in (("sft", "C1", -1.2), ("ppo", "C0", 1.2)):
+        means = [mean_se(p[name]) for p in points]
+        ax.errorbar(np.add(xs, offset), [m for m, _ in means], yerr=[s for _, s in means], fmt="o-", color=colour,
+                    capsize=3, lw=1, label={"sft": "SFT on the demonstrations that exist",
+                                            "ppo": "(warm-up +) PPO on the checker"}[name])
+        for x, p in zip(xs, points):
+            ax.plot(np.full(len(p[name]), x + offset), p[name], ".", color=colour, alpha=0.5)
+    if highlight is not None:
+        ax.axvspan(highlight - 4, highlight + 4, color="0.85", zorder=0)
+    ax.set(xlabel="task families that have demonstrations, %", ylabel="strict held-out pass rate, %",
+           xticks=xs, ylim=(0, 100), title="who wins depends on what the demonstrations cover")
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig

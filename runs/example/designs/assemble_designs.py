@@ -1,0 +1,147 @@
+"""How runs/example/designs/ and runs/example/when_ppo_wins.json were made: the designs of lesson 11
+("When is PPO worth it?", issue 30), measured like the pipeline's arms (runs/example/arms/assemble.py):
+15 training minutes per seed with any SFT inside, 2 threads, one run at a time, 3 seeds, strict greedy
+held-out pass rate per seed. Run from the repository root, nothing else running.
+
+Design (g), tasks no demonstration covers. Two families, lowercase_word and number_only, have no
+demonstrations; the other eight have theirs. Chosen on the VALIDATION split: a 200-demo warm-up without
+the demonstrations of lowercase_word, number_only and bracket_word answered them with pass@16 of 0.3,
+0.3 and 0.0 (16 samples of 10 validation prompts each; /tmp probe, numbers in ``notes``), so
+bracket_word got its demonstrations back: with pass@16 = 0 PPO has nothing to reinforce there (lesson 6a).
+
+    FAM="result_sum json_object comma_no_spaces yes_no_parity alphabetical_order count_words uppercase_word bracket_word"
+    # warm-up on the eight families' demonstrations + PPO on every family's prompts with the checker
+    python -m course_utils bench-learning --config configs/cpu_sft.yaml --sft --demo-families $FAM \\
+        --out <nodemo_ppo>/sft_ppo_checker_nodemo.json
+    # the control: SFT alone on every demonstration that exists (the eight families', 320) for the budget
+    python -m course_utils bench-learning --sft-full --demo-families $FAM --out <nodemo_full>/sft_full_nodemo.json
+
+(--seeds 0 1 2 --minutes 15 --parallel 1, the defaults.) Then this script evaluates each final PPO
+policy on the unseen phrasings (the SFT runs evaluated both sets themselves) and writes the JSON:
+
+    python runs/example/designs/assemble_designs.py --nodemo-ppo /tmp/arms_g/ppo --nodemo-full /tmp/arms_g/full
+
+Post-hoc evaluations are cached in <nodemo_ppo>/posthoc.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "arms"))
+from assemble import NOT_KEPT, mean_se, trainer_at_end  # noqa: E402  (the arms' script: one copy of each)
+
+from course_utils.tasks import UNSEEN_SPLIT  # noqa: E402
+
+OUT = HERE.parent / "when_ppo_wins.json"
+KEEP = ("report.md", "curves.png", "metrics.jsonl", "evals.jsonl", "summary.json", "config.json", "samples.json",
+        "metrics.json", "loss.png")  # a PPO run's files, then an SFT run's
+WITHHELD = ("lowercase_word", "number_only")
+SETS = ("test", UNSEEN_SPLIT)
+
+
+def share(per_family: dict, families) -> float:
+    """Pass rate in percent over ``families`` (each family has the same number of held-out prompts)."""
+    return 100 * float(np.mean([per_family[f] for f in families]))
+
+
+def measures(per_family: dict[str, dict[str, float]], withheld) -> dict[str, float]:
+    """Every held-out set of design (g) from per-family pass rates of the two held-out sets:
+    the whole set, the demo-less families (``<set>_nodemo``) and the families with demos (``<set>_demo``)."""
+    out = {}
+    for split in SETS:
+        families = sorted(per_family[split])
+        covered = [f for f in families if f not in withheld]
+        out[split] = share(per_family[split], families)
+        out[f"{split}_nodemo"] = share(per_family[split], withheld)
+        out[f"{split}_demo"] = share(per_family[split], covered)
+    return out
+
+
+def keep_run(run_dir: Path, name: str, warm_up: Path | None = None) -> None:
+    """A run's logs and report under designs/learning/<name>/ (its SFT warm-up's in sft/), the
+    temporary paths blanked; models, adapters and checkpoints are not kept."""
+    for source, target in ((run_dir, HERE / "learning" / name), (warm_up, HERE / "learning" / name / "sft")):
+        if source is None:
+            continue
+        target.mkdir(parents=True, exist_ok=True)
+        for file in KEEP:
+            if (source / file).is_file():
+                text = (source / file).read_bytes()
+                if file.endswith((".md", ".json")):
+                    text = text.decode().replace(str(source.parent), NOT_KEPT).encode()
+                (target / file).write_bytes(text)
+
+
+def sft_metrics(folder: Path) -> dict[str, dict[str, float]]:
+    """Per-family pass rates after an SFT run, from its metrics.json: {set: {family: rate}}."""
+    metrics = json.loads((folder / "metrics.json").read_text())
+    return {split: metrics["after"][split]["per_family"] for split in SETS}
+
+
+def design_g(ppo_dir: Path, full_dir: Path, withheld) -> dict:
+    cache_file = ppo_dir / "posthoc.json"
+    cache = json.loads(cache_file.read_text()) if cache_file.is_file() else {}
+    ppo = json.loads((ppo_dir / "sft_ppo_checker_nodemo.json").read_text())
+    full = json.loads((full_dir / "sft_full_nodemo.json").read_text())
+    arms: dict[str, dict[str, list[float]]] = {"sft_nodemo": {}, "sft_ppo_checker_nodemo": {}, "sft_full_nodemo": {}}
+    updates = []
+    for seed in ppo["seeds"]:
+        run_dir = Path(seed["run_dir"])
+        key = run_dir.name
+        if key not in cache:
+            trainer = trainer_at_end(run_dir, UNSEEN_SPLIT)
+            cache[key] = {"unseen_per_family": trainer.evaluate()["pass_rate_per_task"]}
+            cache_file.write_text(json.dumps(cache, indent=1) + "\n")
+        warm = sft_metrics(run_dir.parent / f"{run_dir.name}-sft")
+        final = {"test": seed["per_task_after"], UNSEEN_SPLIT: cache[key]["unseen_per_family"]}
+        for arm, per_family in (("sft_nodemo", warm), ("sft_ppo_checker_nodemo", final)):
+            for name, value in measures(per_family, withheld).items():
+                arms[arm].setdefault(name, []).append(value)
+        updates.append(seed["updates"])
+        keep_run(run_dir, f"sft_ppo_checker_nodemo-seed{seed['seed']}", run_dir.parent / f"{run_dir.name}-sft")
+    for seed in full["seeds"]:
+        folder = full_dir / "learning" / f"sft_full-seed{seed['seed']}-sft"
+        for name, value in measures(sft_metrics(folder), withheld).items():
+            arms["sft_full_nodemo"].setdefault(name, []).append(value)
+        keep_run(folder, f"sft_full_nodemo-seed{seed['seed']}")
+    paired = {}
+    for name in arms["sft_full_nodemo"]:
+        diff = np.subtract(arms["sft_ppo_checker_nodemo"][name], arms["sft_full_nodemo"][name])
+        paired[name] = mean_se(list(diff))
+    return {
+        "withheld": list(withheld),
+        "what": "lowercase_word and number_only have no demonstrations; SFT gets the 320 of the other eight "
+                "families, PPO trains on all ten families' prompts with the checker",
+        "arms": arms,
+        "summary": {arm: {name: mean_se(values) for name, values in sets.items()} for arm, sets in arms.items()},
+        "ppo_minus_sft_full_paired": paired,
+        "ppo_updates": updates,
+        "selection_on_validation": {"withheld_then": ["lowercase_word", "number_only", "bracket_word"],
+                                    "pass_at_16": {"lowercase_word": 0.3, "number_only": 0.3, "bracket_word": 0.0},
+                                    "pass_at_1": {"lowercase_word": 0.025, "number_only": 0.031, "bracket_word": 0.0}},
+    }
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--nodemo-ppo", type=Path, required=True)
+    p.add_argument("--nodemo-full", type=Path, required=True)
+    args = p.parse_args(argv)
+    report = json.loads(OUT.read_text()) if OUT.is_file() else {"designs": {}}
+    report["designs"]["g_no_demonstrations"] = design_g(args.nodemo_ppo, args.nodemo_full, WITHHELD)
+    OUT.write_text(json.dumps(report, indent=1) + "\n")
+    for arm, sets in report["designs"]["g_no_demonstrations"]["summary"].items():
+        print(arm, {name: f"{v['mean']:.1f} ± {v['se']:.1f}" for name, v in sets.items()})
+    print(f"wrote {OUT}")
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""Lesson 11's readings of the measured arms: paired differences, the pass@k shift, the coverage
+points and their verdicts."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from matplotlib.figure import Figure
+
+from course_utils.lesson_aids import capstone
+
+
+def test_paired_difference_is_the_mean_and_standard_error_of_the_per_seed_differences():
+    a, b = [58, 55, 52], [74, 76, 73]
+    diffs = [x - y for x, y in zip(a, b)]  # -16, -21, -21
+    mean = sum(diffs) / 3
+    se = math.sqrt(sum((d - mean) ** 2 for d in diffs) / 2) / math.sqrt(3)
+    assert capstone.paired_difference(a, b) == pytest.approx((mean, se))
+    with pytest.raises(ValueError, match="same seeds"):
+        capstone.paired_difference([1, 2], [1, 2, 3])
+
+
+def test_pass_at_k_shift_reads_the_room_ppo_used():
+    per_family = {"sft": {"a": {"pass_at_1": 20.0, "pass_at_16": 60.0}, "b": {"pass_at_1": 0.0, "pass_at_16": 0.0}},
+                  "sft_ppo_checker": {"a": {"pass_at_1": 50.0}, "b": {"pass_at_1": 0.0}}}
+    shift = capstone.pass_at_k_shift(per_family)
+    assert shift["a"]["room_used"] == pytest.approx(0.75)  # 30 of the 40 points between pass@1 and pass@16
+    assert shift["b"]["room_used"] is None  # no room: pass@16 was 0
+    assert isinstance(capstone.plot_pass_at_k_shift(shift), Figure)
+
+
+def measurements(with_design: bool) -> dict:
+    arms = {"base": {"test": [5.0]}, "ppo_instruct": {"test": [20.0, 15.0, 13.0]},
+            "sft_full": {"test": [74.0, 76.0, 73.0]}, "sft_ppo_checker": {"test": [58.0, 55.0, 52.0]}}
+    designs = {"g_no_demonstrations": {"withheld": ["x", "y"], "arms": {
+        "sft_full_nodemo": {"test": [60.0, 62.0, 61.0], "test_nodemo": [0.0, 5.0, 0.0]},
+        "sft_ppo_checker_nodemo": {"test": [55.0, 57.0, 56.0], "test_nodemo": [40.0, 50.0, 45.0]}}}}
+    return {"pipeline": {"arms": arms}, "designs": designs if with_design else {}}
+
+
+def test_coverage_points_and_their_verdicts():
+    points = capstone.demo_coverage_points(measurements(True))
+    assert [p["coverage"] for p in points] == [0, 80, 100]
+    assert points[1]["sft"] == [60.0, 62.0, 61.0]  # "all": every test prompt
+    verdicts = [capstone.verdict(p) for p in points]
+    assert "winner: PPO" in verdicts[0] and "standard errors combined" in verdicts[0]
+    assert "winner: SFT" in verdicts[1] and "paired by seed" in verdicts[1]  # -5.0 +- 0.0 paired
+    assert "winner: SFT" in verdicts[2]
+    uncovered = capstone.demo_coverage_points(measurements(True), measure="uncovered")
+    assert [p["coverage"] for p in uncovered] == [0, 80]
+    assert "winner: PPO" in capstone.verdict(uncovered[1])
+    assert [p["coverage"] for p in capstone.demo_coverage_points(measurements(False))] == [0, 100]
+    with pytest.raises(ValueError, match="'all' or 'uncovered'"):
+        capstone.demo_coverage_points(measurements(True), measure="some")
+    assert isinstance(capstone.plot_coverage(points, highlight=80), Figure)
+
+
+def test_a_difference_within_two_standard_errors_names_no_winner():
+    point = {"coverage": 50, "sft": [50.0, 40.0, 60.0], "ppo": [52.0, 45.0, 58.0], "measured_on": "x"}
+    assert "winner: neither" in capstone.verdict(point)
+
+
+def test_the_committed_measurements_load_and_give_the_two_end_points():
+    points = capstone.demo_coverage_points(capstone.load_measurements())
+    assert points[0]["coverage"] == 0 and points[-1]["coverage"] == 100
+    assert len(points[-1]["sft"]) == len(points[-1]["ppo"]) == 3
