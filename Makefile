@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE ?= 1
 export TRL_EXPERIMENTAL_SILENCE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup lab test test-unit test-notebooks sft ppo-sft rlhf ppo bench bench-learning figures data model clean-notebooks clean-venv
+.PHONY: setup lab test test-unit test-notebooks sft ppo-sft rlhf ppo ppo-instruct bench bench-learning figures data model clean-notebooks clean-venv
 
 setup: $(STAMP)  ## create .venv, install the pinned packages and provision the model
 
@@ -50,14 +50,17 @@ rlhf: runs/sft-cpu/model/config.json  ## RLHF: PPO from the SFT warm-up against 
 	test -f "$${COURSE_RM_DIR:-$$HOME/.cache/course_utils/reward_model}/reward_model.json" || $(PY) -m course_utils rm train
 	$(PY) -m course_utils ppo --config configs/rlhf_cpu.yaml
 
-ppo: $(STAMP)  ## a headless PPO run with the laptop preset, report in runs/
+ppo: runs/sft-cpu/model/config.json  ## the pipeline headless: PPO from the SFT warm-up against the checker (= ppo-sft), report in runs/ppo-cpu-sft/
+	$(PY) -m course_utils ppo --config configs/cpu_sft.yaml
+
+ppo-instruct: $(STAMP)  ## the comparison: PPO from the instruct model, no warm-up (configs/cpu.yaml), report in runs/ppo-cpu/
 	$(PY) -m course_utils ppo --config configs/cpu.yaml
 
 bench: $(STAMP)  ## speed and memory, ours vs TRL, written as JSON
 	$(PY) -m course_utils bench --out runs/bench.json
 
-bench-learning: $(STAMP)  ## does the cpu preset learn? 3 seeds x 15 training minutes one after another, each on all cores, JSON + figure (about 55 min on 2 cores)
-	$(PY) -m course_utils bench-learning --config configs/cpu.yaml --seeds 0 1 2 --minutes 15 --parallel 1 --out runs/learning.json
+bench-learning: $(STAMP)  ## does the pipeline learn? warm-up + PPO, 3 seeds x 15 training minutes (warm-up inside) one after another, JSON + figure (about 60 min on 2 cores)
+	$(PY) -m course_utils bench-learning --config configs/cpu_sft.yaml --sft --seeds 0 1 2 --minutes 15 --parallel 1 --out runs/learning.json
 
 figures: $(STAMP)  ## regenerate figures/
 	$(PY) -m course_utils figures
