@@ -65,3 +65,17 @@ def test_the_committed_measurements_load_and_give_the_two_end_points():
     points = capstone.demo_coverage_points(capstone.load_measurements())
     assert points[0]["coverage"] == 0 and points[-1]["coverage"] == 100
     assert len(points[-1]["sft"]) == len(points[-1]["ppo"]) == 3
+
+
+def test_design_arms_plot_and_the_coverage_slider_offer_only_measured_points():
+    from course_utils.lesson_aids import widgets
+
+    design = measurements(True)["designs"]["g_no_demonstrations"]
+    for arm in design["arms"].values():
+        arm.update(test_unseen_nodemo=[1.0, 2.0, 3.0], test_demo=[70.0, 71.0, 72.0])
+    fig = capstone.plot_design_arms(design, {"sft_full_nodemo": "SFT", "sft_ppo_checker_nodemo": "PPO"})
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["SFT", "PPO"]
+    points = capstone.demo_coverage_points(measurements(True))
+    box = widgets.coverage_widget(points)
+    slider = box.children[0]
+    assert [value for _, value in slider.options] == [0, 80, 100] and slider.value == 100

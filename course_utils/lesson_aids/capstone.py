@@ -156,3 +156,17 @@ def plot_coverage(points: Sequence[Mapping], highlight: int | None = None) -> Fi
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
+
+
+def plot_design_arms(design: Mapping, labels: Mapping[str, str]) -> Figure:
+    """A design's arms on its held-out sets (``design["arms"][arm][set]``, per seed, percent): the
+    demo-less families first, then the families with demonstrations. ``labels`` names the arms to
+    draw, in order (``pipeline_plots.plot_arms`` draws them)."""
+    from course_utils.lesson_aids.pipeline_plots import plot_arms
+
+    sets = {"test_nodemo": "families without demos", "test_unseen_nodemo": "the same, unseen phrasings",
+            "test_demo": "families with demos"}
+    arms = {labels[arm]: {s: design["arms"][arm][s] for s in sets} for arm in labels}
+    fig = plot_arms(arms, set_labels=sets)
+    fig.axes[0].set_title("design (g): tasks nobody demonstrated (mean ± SE; dots: seeds)", fontsize=10)
+    return fig
