@@ -17,21 +17,26 @@ The algorithm (top level), in reading order for weeks 1-7
     tasks             checkable instruction-following tasks, splits, partial-credit reward
     family_sampling   training prompts drawn by family, weighted by p(1-p) of the pass rate
     preference_pairs  chosen/rejected pairs for the reward model
+    noisy_teacher     demonstrations with labeler-like mistakes at a stated rate, and filtered SFT
     reward_model      the Bradley-Terry reward model: training, scoring, evaluation
 
 Lesson aids (``lesson_aids/``): what notebooks call to show, check and quiz
     plots, widgets, figures, diagrams (lesson 1's two pictures), reward_model_plots, pipeline_plots (the arms, over-optimisation,
-    pass@k), token_views, diagnostics, policy_lag, quiz, glossary, exercises
+    pass@k), token_views, diagnostics, policy_lag, quiz, glossary, exercises, capstone (lesson 11's
+    readings of the measured arms)
 
 The comparison harness (``comparison/``): TRL's PPOTrainer on our configuration, benchmarks
     trl_adapter (TRL built and run one way), child (one child-process launcher),
-    trl_compare (lesson 10), bench (speed, memory), bench_learning (learning per seed)
+    trl_compare (lesson 10), bench (speed, memory), bench_learning (learning per seed),
+    engines (the bridge: our tasks and checker for verl and TRL's GRPOTrainer), verl_reward
+    (the checker as verl's reward function, copied into the export)
 
 Machinery (``machinery/``): what engineers read
     paths, hub (model files), parameters, distributed, metrics, stop_rules, run_checks,
     checkpoint, faults, report, data_files, versions, packed_linear (faster CPU kernels),
     decode_loop (a plain sampling loop: the rollout with less per-token work),
-    notebook_clean (no execution timestamps in committed notebooks)
+    notebook_clean (no execution timestamps in committed notebooks),
+    translations (the Korean lessons: translations files merged into the English notebooks, drift check)
 
 Formula index (formula -> function)
 -----------------------------------
@@ -60,6 +65,8 @@ Formula index (formula -> function)
     SFT loss on the response tokens                     sft.sft_loss
     unbiased pass@k from n samples with c passes        sft.pass_at_k
     family weight p(1-p) + floor of a success rate p    family_sampling.family_weights
+    GRPO's group-normalised advantage                   ppo_math.group_normalized_advantages
+    DPO's loss on preference pairs                      ppo_math.dpo_loss
 
 Command line: ``python -m course_utils --help``.
 """

@@ -473,6 +473,44 @@ def leave_one_out_baseline(scores: torch.Tensor, group_size: int) -> torch.Tenso
     return (groups - others_mean).reshape(-1)
 
 
+def group_normalized_advantages(scores: torch.Tensor, group_size: int, scale: bool = True,
+                                eps: float = 1e-4) -> torch.Tensor:
+    """GRPO's advantage (Shao et al. 2024; TRL's ``GRPOTrainer``): each score against its own
+    prompt's group, no value head, the same number for every token of the response:
+
+        A_i = (score_i - mean_group(score)) / (std_group(score) + eps)      (std with Bessel's n - 1)
+
+    ``scale=False`` keeps only the centring (TRL's ``scale_rewards="none"``, Dr. GRPO). A group
+    whose k answers all score the same gets A = 0: no signal, as with RLOO. Lesson 11 compares it
+    with RLOO's baseline (``leave_one_out_baseline``): for a group of k, RLOO's centred score is
+    k / (k - 1) times GRPO's unscaled one. Shapes: ``scores [B]`` with B a multiple of ``group_size``
+    (k >= 2), the k responses to one prompt in consecutive rows -> ``[B]``.
+    """
+    if group_size < 2 or scores.dim() != 1 or scores.shape[0] % group_size:
+        raise ValueError(f"group_normalized_advantages needs group_size >= 2 dividing the {tuple(scores.shape)} "
+                         f"scores, got {group_size}")
+    groups = scores.view(-1, group_size)
+    centred = groups - groups.mean(dim=1, keepdim=True)
+    if scale:
+        centred = centred / (groups.std(dim=1, keepdim=True) + eps)
+    return centred.reshape(-1)
+
+
+def dpo_loss(chosen_logps: torch.Tensor, rejected_logps: torch.Tensor, ref_chosen_logps: torch.Tensor,
+             ref_rejected_logps: torch.Tensor, beta: float) -> torch.Tensor:
+    """DPO's loss (Rafailov et al. 2023; TRL's ``DPOTrainer``, loss_type "sigmoid"): a reward model
+    and RL in one supervised loss on preference pairs, with the implicit reward β·log(π/π_ref):
+
+        loss = -mean log σ( β [ (log π(y_w) - log π_ref(y_w)) - (log π(y_l) - log π_ref(y_l)) ] )
+
+    Each argument holds one summed log-probability per pair (over the response's tokens), shape
+    ``[P]`` -> a scalar. No sampling: DPO learns only from the pairs it is given (offline), which
+    is what lesson 11 weighs against PPO's on-policy samples.
+    """
+    margin = (chosen_logps - ref_chosen_logps) - (rejected_logps - ref_rejected_logps)
+    return -torch.nn.functional.logsigmoid(beta * margin).mean()
+
+
 def score_on_last_token(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """The score part of the shaped reward: each response's score on its last real token.
 
@@ -583,11 +621,10 @@ def probability_ratio(logprobs: torch.Tensor, old_logprobs: torch.Tensor) -> tor
 
     r_t = π_θ(a_t) / π_old(a_t) = exp(log π_θ(a_t) - log π_old(a_t))
 
-    (lesson 4: 0.26 / 0.20 = 1.3.) Shapes: ``[B, T]`` in and out. Computed from log-probs
-    because that is what the forward gives accurately (a log-softmax): a sampled token can be very
-    unlikely (log π = -110 is possible at temperature 1), and exp(-110) is 0 in float32, so π/π_old
-    would be 0/0, while exp(log π - log π_old) is exact. The ratio is per token, so it is not the
-    length of the response that matters, only how unlikely each token is.
+    (lesson 4: 0.26 / 0.20 = 1.3.) Shapes: ``[B, T]`` in and out. Computed from log-probs because
+    they are what the forward gives (a stable log-softmax of the logits) and what the rollout
+    stores, and because exp of their difference is well behaved: near r = 1 the difference is near
+    0 and exp returns the ratio at full precision, never forming the probabilities themselves.
     """
     return torch.exp(logprobs - old_logprobs)
 

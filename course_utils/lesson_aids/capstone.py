@@ -129,7 +129,7 @@ def verdict(point: Mapping) -> str:
     else:
         diff, se = ppo - sft, float(np.hypot(sft_se, ppo_se))
         how = "standard errors combined"
-    winner = "PPO" if diff > 2 * se else "SFT" if diff < -2 * se else "neither, within two standard errors:"
+    winner = "PPO" if diff > 2 * se else "SFT" if diff < -2 * se else "neither (the difference is within two standard errors)"
     return (f"{point['coverage']}% of the families with demonstrations — SFT {sft:.1f} ± {sft_se:.1f}, "
             f"PPO {ppo:.1f} ± {ppo_se:.1f}: PPO − SFT = {diff:+.1f} ± {se:.1f} ({how}); winner: {winner} "
             f"(measured on {point['measured_on']}).")

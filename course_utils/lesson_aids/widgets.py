@@ -219,6 +219,10 @@ def beta_view(beta: float, scores: torch.Tensor, logprobs: torch.Tensor, ref_log
     from the policy that sampled, ``ref_logprobs`` from the reference). Returns ``(figure, summary)``;
     ``summary`` has the ``[B]`` tensors ``non_score``, ``shaped``, ``kl`` and ``best`` (the index of
     the response with the highest shaped return, the one PPO would push up most).
+
+    The y axis is the same at every β, from the batch's scores alone (±1.15 × the largest |score|):
+    the bars the title names stay readable, and the non-score rewards that β drives far below it
+    are cut at the bottom edge with their value written there.
     """
     m = mask.bool()
     non_score = ppo_math.masked_sum(ppo_math.kl_penalty_rewards(logprobs, ref_logprobs, m, beta), m, dim=1)
@@ -226,8 +230,10 @@ def beta_view(beta: float, scores: torch.Tensor, logprobs: torch.Tensor, ref_log
     kl = ppo_math.masked_sum(ppo_math.kl_estimate(logprobs, ref_logprobs, "k1", mask=m), m, dim=1)
     best = int(torch.argmax(shaped))
     label = labels[best] if labels is not None else f"response {best}"
+    top = 1.15 * float(scores.abs().max()) if len(scores) else 1.0
     fig = plots.plot_reward_components(scores, non_score, shaped, labels,
-                                       title=f"β = {beta:.3g}: highest shaped return is {label}")
+                                       title=f"β = {beta:.3g}: highest shaped return is {label}",
+                                       ylim=(-top, top))
     summary = {"non_score": non_score, "shaped": shaped, "kl": kl, "best": best, "label": label,
                "beta": float(beta), "scores": scores}
     return fig, summary
@@ -516,3 +522,29 @@ def whitening_widget(raw_advantages: torch.Tensor, mask: torch.Tensor, processes
 
     output = w.interactive_output(update, {"processes": proc_slider, "rows": rows_slider})
     return w.VBox([w.HBox([proc_slider, rows_slider]), output])
+
+
+# ---------------------------------------------------------------------------------------------
+# Lesson 11: who wins as demonstrations cover fewer task families (measured points only)
+# ---------------------------------------------------------------------------------------------
+
+
+def coverage_widget(points):
+    """A slider over the measured coverage points of ``capstone.demo_coverage_points``: the plot
+    with the chosen point shaded, and that point's verdict. Only measured points can be chosen."""
+    from course_utils.lesson_aids import capstone
+
+    w = _ipywidgets()
+    by_coverage = {p["coverage"]: p for p in points}
+    slider = w.SelectionSlider(options=[(f"{c}%", c) for c in by_coverage], value=points[-1]["coverage"],
+                               description="families with demonstrations", style={"description_width": "initial"},
+                               continuous_update=False)
+
+    def update(coverage: int) -> None:
+        import matplotlib.pyplot as plt
+
+        fig = capstone.plot_coverage(points, highlight=coverage)
+        _show(fig, capstone.verdict(by_coverage[coverage]))
+        plt.close(fig)
+
+    return w.VBox([slider, w.interactive_output(update, {"coverage": slider})])
