@@ -125,6 +125,30 @@ def test_length_collapse_relative_to_the_answers_before_training():
     assert not rc.detect_reward_hacking(before, prompts, groups, targets, baseline_answers=before).flagged
 
 
+def test_length_floor_is_relative_to_the_familys_targets_number_only():
+    # Week 7's run: number_only's targets are all two-digit numbers ("73"); 8 of 10 answers right and
+    # two one-digit slips average 1.8 characters. That is not a collapse: a fixed 2-character floor
+    # flagged it ("hacked"); the floor is 0.6 x the targets' mean length, here 1.2.
+    from course_utils import tasks
+
+    records = [r for r in tasks.load_split("test") if r.family == "number_only"][:10]
+    targets = [r.target for r in records]
+    assert {len(t) for t in targets} == {2}
+    answers = targets[:8] + [t[0] for t in targets[8:]]
+    assert rc.mean_length(answers) == pytest.approx(1.8)
+    prompts = [r.prompt for r in records]
+    report = rc.detect_reward_hacking(answers, prompts, ["number_only"] * 10, targets)
+    assert "length" not in report.checks_flagged, str(report)
+    out = rc.task_outcomes(records, ["Sure! The number is " + t for t in targets], answers)
+    assert out["number_only"]["verdict"] != "hacked" and "length" not in out["number_only"]["flags"]
+    # A real collapse of the same family is still caught: one character or nothing at all.
+    for collapsed in ([t[0] for t in targets], [""] * 10):
+        report = rc.detect_reward_hacking(collapsed, prompts, ["number_only"] * 10, targets)
+        assert "length" in report.checks_flagged and "correct answers average 2.0" in str(report)
+    # Without targets, the fixed floor of min_mean_length characters applies, as before.
+    assert rc.detect_reward_hacking(answers, prompts).checks_flagged == ["length"]
+
+
 def test_a_task_whose_correct_answers_are_all_equal_is_not_a_constant_hack():
     prompts = [PARITY_PROMPT.format(n=n) for n in (2, 4, 6, 8)]
     answers = ["Yes"] * 4
@@ -409,4 +433,6 @@ def test_the_trust_region_is_summarised_and_drawn_per_run():
     assert list(kl_panel.lines[2].get_ydata()) == pytest.approx([0.03, 0.03])
     assert list(clip_panel.lines[1].get_ydata()) == pytest.approx([0.1, 0.2, 0.3])
     assert len(dg.plot_trust_region({"a": history}).axes[0].lines) == 1  # no target line when off
+    # The largest ratio is read on a log axis (one run's spikes must not flatten another's curve).
+    assert ratio_panel.get_yscale() == "log" and kl_panel.get_yscale() == "log"
 

@@ -274,6 +274,23 @@ def surrogate_mean_all(logprobs, old_logprobs, advantages, mask, cliprange):
     return _surrogate(logprobs, old_logprobs, advantages, mask, cliprange, mean="all")
 
 
+def surrogate_clamps_product(logprobs, old_logprobs, advantages, mask, cliprange):
+    m = mask.bool()
+    ratio = torch.exp(torch.where(m, logprobs - old_logprobs, 0.0))
+    adv = torch.where(m, advantages, 0.0)
+    objective = torch.min(ratio * adv, torch.clamp(ratio * adv, 1 - cliprange, 1 + cliprange))  # clamps r·A
+    return _masked(-objective, mask), _masked((objective < ratio * adv).to(ratio.dtype), mask)
+
+
+def surrogate_masks_after_exp(logprobs, old_logprobs, advantages, mask, cliprange):
+    m = mask.bool()
+    ratio = torch.exp(logprobs - old_logprobs)  # exp() of whatever the padding holds
+    objective = torch.minimum(ratio * advantages, torch.clamp(ratio, 1 - cliprange, 1 + cliprange) * advantages)
+    objective = torch.where(m, objective, 0.0)  # masked after exp(): the value is clean, the gradient is not
+    clipped = torch.where(m, (objective < ratio * advantages).to(ratio.dtype), 0.0)
+    return -objective.sum() / m.sum(), clipped.sum() / m.sum()
+
+
 def surrogate_clipfrac_band(logprobs, old_logprobs, advantages, mask, cliprange):
     loss, _ = _surrogate(logprobs, old_logprobs, advantages, mask, cliprange)
     ratio = torch.exp(logprobs - old_logprobs)
@@ -382,6 +399,7 @@ WRONG = {
         ("the minus sign is missing", surrogate_not_negated),
         ("counted the padding", surrogate_mean_all),
         ("clipfrac counts the tokens where the clipped term was chosen", surrogate_clipfrac_band),
+        ("You clamped the product r·A", surrogate_clamps_product),
     ],
     "kl_estimate": [
         ("comes first", kl_swapped),
@@ -678,6 +696,30 @@ def test_the_cases_cover_the_lessons_edge_cases():
     band = exercises._EXERCISES["clipped_surrogate"].cases()[len(exercises._BATCHES)]
     ratios = ppo_math.probability_ratio(band.args[0], band.args[1])
     assert (ratios < 0.8).any() and (ratios > 1.2).any() and ((ratios > 0.8) & (ratios < 1.2)).any()
+
+
+def test_clamping_the_product_is_not_called_never_clipped():
+    message = exercises.check("clipped_surrogate", surrogate_clamps_product).message
+    assert "You clamped the product r·A" in message and "You never clipped" not in message
+
+
+def test_masking_after_exp_fails_on_the_extreme_padding_with_a_nan_gradient_diagnosis():
+    # Its loss and clip fraction equal the library's on every case: only the gradient shows the bug.
+    for case in exercises._EXERCISES["clipped_surrogate"].cases():
+        args, _ = case.fresh()
+        mine, library = surrogate_masks_after_exp(*args), ppo_math.clipped_surrogate(*args)
+        assert all(torch.allclose(a.double(), b.double(), rtol=1e-5, atol=1e-6) for a, b in zip(mine, library))
+    extreme = next(c for c in exercises._EXERCISES["clipped_surrogate"].cases()
+                   if c.name == "extreme values on the padding")
+    logprobs, *rest = extreme.fresh()[0]
+    loss, _ = surrogate_masks_after_exp(logprobs.requires_grad_(True), *rest)
+    (grad,) = torch.autograd.grad(loss, logprobs)
+    assert torch.isnan(grad).any()  # the case really produces the NaN gradient
+    result = exercises.check("clipped_surrogate", surrogate_masks_after_exp)
+    assert not result.passed, result.message
+    assert 'Case "extreme values on the padding"' in result.message
+    assert "gradient is NaN or inf" in result.message and "is padding (mask is 0 there)" in result.message
+    assert "Blank the padding before exp()" in result.message
 
 
 def test_the_whole_set_of_checks_is_fast():

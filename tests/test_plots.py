@@ -278,6 +278,27 @@ def test_beta_view_totals_and_the_winner_as_beta_grows():
     assert widgets.beta_text(summary).startswith("β = 2: best shaped return +0.30 from bland")
 
 
+def test_beta_view_keeps_one_y_axis_and_marks_bars_below_it():
+    # The hack's non-score reward is -50 at β = 2: an autoscaled axis would flatten every other bar.
+    scores, logprobs, ref, mask = beta_batch()
+    limits = set()
+    for beta in (0.01, 0.1, 2.0):
+        fig, _ = widgets.beta_view(beta, scores, logprobs, ref, mask, labels=["hack", "honest", "bland"])
+        limits.add(fig.axes[0].get_ylim())
+    assert limits == {(-1.15 * 3.0, 1.15 * 3.0)}
+    cut = [t.get_text() for t in fig.axes[0].texts if t.get_gid() == "off the axis"]
+    assert cut == ["-50↓", "-4↓", "-47↓"]  # non-score rewards of the hack and the honest one, the hack's total
+
+
+def test_shaped_return_sweep_is_coloured_by_kind():
+    fig = plots.plot_shaped_return_vs_beta([0.01, 0.1], [[3.0, 2.9, 1.0], [1.0, 0.8, 0.9]],
+                                           labels=["hack A", "hack B", "honest A"], kinds=["hack", "hack", "honest"])
+    ax = fig.axes[0]
+    (a,), (b,), (c,) = (artists(ax, label) for label in ("hack A", "hack B", "honest A"))
+    assert a.get_color() == b.get_color() == plots.KIND_COLOURS["hack"] != c.get_color()
+    assert a.get_linestyle() != b.get_linestyle()
+
+
 # ---------------------------------------------------------------- lesson 5: other plots
 
 
@@ -310,6 +331,30 @@ def test_whitening_and_value_plots_use_real_tokens_only():
     fig = plots.plot_value_fit(raw, raw + 1, mask)
     (points,) = artists(fig.axes[0], "tokens")
     assert len(points.get_offsets()) == 5
+
+
+def test_whitening_panels_share_axes_and_bins():
+    raw = torch.tensor([[2.0, 1.0, 3.0, 0.0], [1.5, 0.0, 0.0, 0.0]])
+    mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0]])
+    masked = ppo_math.masked_whiten(raw, mask)
+    naive = (raw - raw.mean()) / raw.std()
+    fig = plots.plot_whitening(raw, masked, naive, mask)
+    axes = fig.axes[:3]
+    assert len({ax.get_xlim() for ax in axes}) == 1 and len({ax.get_ylim() for ax in axes}) == 1
+    edges = [sorted({round(p.get_x(), 9) for p in ax.patches if p.get_gid()}) for ax in axes]
+    assert edges[0] == edges[1] == edges[2]  # the same bins in every panel
+
+
+def test_gae_spread_draws_mean_and_std_per_value_head():
+    lams = [0.0, 0.5, 1.0]
+    fig = plots.plot_gae_spread(lams, {"exact V": [0.0, 0.01, -0.01], "biased V": [0.5, 0.4, 0.0]},
+                                {"exact V": [0.3, 0.5, 1.3], "biased V": [0.3, 0.5, 1.3]}, n_samples=100)
+    std_ax, mean_ax = fig.axes[:2]
+    (line,) = artists(mean_ax, "mean biased V")
+    assert list(line.get_xdata()) == lams and list(line.get_ydata()) == [0.5, 0.4, 0.0]
+    (line,) = artists(std_ax, "std exact V")
+    assert list(line.get_ydata()) == [0.3, 0.5, 1.3]
+    assert "100 responses" in std_ax.get_title() and mean_ax.get_xlabel() == "λ"
 
 
 # ---------------------------------------------------------------- figures and glossary

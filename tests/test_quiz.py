@@ -1,6 +1,8 @@
 """Tests for course_utils.lesson_aids.quiz: answering without a browser, clear errors, widget state."""
 
 import html
+import math
+from collections import Counter
 from decimal import Decimal
 
 import numpy as np
@@ -41,31 +43,72 @@ def advantage_question(**kwargs):
 
 def test_right_answer_gives_its_own_feedback():
     q = ratio_question()
-    assert q.options["b"] == "1.30"  # the correct option text really is the ratio
-    fb = q.check("b")
+    assert q.options[q.answer] == "1.30"  # the correct option, as shown, really is the ratio
+    assert q.answer == q.displayed("b") and q.authored_answer == "b"
+    fb = q.check(q.answer)
     assert fb.correct and fb.message == "Correct. " + RATIO_FEEDBACK["b"]
 
 
 @pytest.mark.parametrize("label", ["a", "c"])
 def test_wrong_answer_gives_that_options_feedback(label):
-    fb = ratio_question().check(label)
+    q = ratio_question()
+    fb = q.check(q.displayed(label))
     assert not fb.correct
     assert fb.message == "Not quite. " + RATIO_FEEDBACK[label]
     other = {"a": "c", "c": "a"}[label]
     assert RATIO_FEEDBACK[other] not in fb.message
 
 
-@pytest.mark.parametrize("response", ["B", " b ", "b\n"])
-def test_labels_are_case_and_space_insensitive(response):
-    assert ratio_question().check(response).correct
+@pytest.mark.parametrize("dress", [str.upper, lambda s: f" {s} ", lambda s: s + "\n"])
+def test_labels_are_case_and_space_insensitive(dress):
+    q = ratio_question()
+    assert q.check(dress(q.answer)).correct
 
 
 def test_options_as_pairs_or_plain_list_and_uppercase_labels():
     pairs = MultipleChoice("q", [("A", "yes"), ("B", "no")], answer="a")
-    assert pairs.options == {"a": "yes", "b": "no"} and pairs.check("A").correct
+    assert pairs.authored_options == {"a": "yes", "b": "no"} and sorted(pairs.options.values()) == ["no", "yes"]
+    assert pairs.options[pairs.answer] == "yes" and pairs.check(pairs.answer.upper()).correct
     plain = MultipleChoice("q", ["yes", "no", "maybe"], answer="c")
-    assert list(plain.options) == ["a", "b", "c"] and plain.check("c").correct
-    assert not plain.check("a").correct
+    assert list(plain.options) == ["a", "b", "c"] and plain.options[plain.answer] == "maybe"
+    assert plain.check(plain.answer).correct
+    assert not plain.check(plain.displayed("a")).correct
+
+
+# ---------------------------------------------------------------- option order
+
+
+def test_options_are_shown_in_a_stable_shuffle_seeded_by_the_question():
+    options = {"a": "right", "b": "wrong 1", "c": "wrong 2", "d": "wrong 3"}
+    first = MultipleChoice("Which one?", options, answer="a")
+    again = MultipleChoice("Which one?", dict(reversed(list(options.items()))), answer="a")
+    # The same question shows the same order whatever order the author wrote, and the letters
+    # shown are the authored set, reassigned.
+    assert first.options == again.options and list(first.options) == ["a", "b", "c", "d"]
+    assert [first.authored_options[x] for x in quiz.display_order("Which one?", "abcd")] == \
+        list(first.options.values())
+    # Over many questions the correct option lands on every letter, about equally often.
+    positions = Counter(MultipleChoice(f"Question {i}?", options, answer="a").answer for i in range(400))
+    assert set(positions) == set("abcd") and max(positions.values()) < 0.35 * 400, positions
+
+
+def test_the_order_does_not_depend_on_the_python_hash_seed():
+    # display_order must not use hash(), which Python salts per process: ask a fresh interpreter.
+    import subprocess
+    import sys
+
+    code = "from course_utils.lesson_aids.quiz import display_order; print(''.join(display_order('r?', 'abcdef')))"
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**__import__("os").environ, "PYTHONHASHSEED": seed}).stdout.strip()
+            for seed in ("1", "2")}
+    assert outs == {"".join(quiz.display_order("r?", "abcdef"))}
+
+
+def test_shuffle_false_keeps_the_authored_order():
+    q = MultiSelect("six cases", ["A > 0, low", "A > 0, in", "A > 0, high", "A < 0, low"], answers=["c", "d"],
+                    shuffle=False)
+    assert list(q.options.values()) == ["A > 0, low", "A > 0, in", "A > 0, high", "A < 0, low"]
+    assert q.answers == {"c", "d"} and q.check("c, d").correct
 
 
 @pytest.mark.parametrize("response", [2, 1.3, None, ["b"], b"b"])
@@ -111,8 +154,8 @@ def test_hint_and_missing_hint():
 
 def test_missing_feedback_still_says_right_or_wrong():
     q = MultipleChoice("q", ["x", "y"], answer="a")
-    assert q.check("a") == Feedback(True, "Correct.")
-    assert q.check("b") == Feedback(False, "Not quite.")
+    assert q.check(q.answer) == Feedback(True, "Correct.")
+    assert q.check(q.displayed("b")) == Feedback(False, "Not quite.")
 
 
 # ---------------------------------------------------------------- multi select
@@ -131,20 +174,41 @@ def kl_question():
                        answers=["a", "c"], feedback=KL_FEEDBACK)
 
 
-@pytest.mark.parametrize("response", [["a", "c"], ("C", "a"), {"a", "c"}, "a, c", "c a"])
-def test_multiselect_right_set(response):
-    fb = kl_question().check(response)
+def shown(q, *authored):
+    """The displayed letters of the authored ones."""
+    return [q.displayed(label) for label in authored]
+
+
+@pytest.mark.parametrize("form", [list, lambda ls: tuple(x.upper() for x in reversed(ls)), set,
+                                  ", ".join, lambda ls: " ".join(reversed(ls))])
+def test_multiselect_right_set(form):
+    q = kl_question()
+    assert q.answers == set(shown(q, "a", "c"))
+    fb = q.check(form(shown(q, "a", "c")))
     assert fb.correct
     assert KL_FEEDBACK["a"] in fb.message and KL_FEEDBACK["c"] in fb.message
 
 
-def test_multiselect_wrong_explains_only_the_differing_options():
-    fb = kl_question().check(["a", "b"])  # b chosen wrongly, c missed, a right
-    assert not fb.correct and "2 option(s)" in fb.message
-    assert KL_FEEDBACK["b"] in fb.message and KL_FEEDBACK["c"] in fb.message
-    assert KL_FEEDBACK["a"] not in fb.message and KL_FEEDBACK["d"] not in fb.message
-    empty = kl_question().check([])
-    assert not empty.correct and "2 option(s)" in empty.message
+def test_multiselect_first_wrong_try_counts_the_second_names():
+    q = kl_question()
+    first = q.check(shown(q, "a", "b"))  # b chosen wrongly, c missed, a right
+    assert not first.correct and "2 options are wrong" in first.message
+    assert not any(text in first.message for text in KL_FEEDBACK.values())  # not named yet
+    second = q.check(shown(q, "a", "b"))
+    assert not second.correct and "2 options are wrong" in second.message
+    assert KL_FEEDBACK["b"] in second.message and KL_FEEDBACK["c"] in second.message
+    assert KL_FEEDBACK["a"] not in second.message and KL_FEEDBACK["d"] not in second.message
+    assert f"{q.displayed('b')}) ticked, but false" in second.message
+    assert f"{q.displayed('c')}) true, but not ticked" in second.message
+    one = kl_question()
+    assert "1 option is wrong" in one.check(shown(one, "a")).message
+
+
+def test_multiselect_a_hint_lets_the_first_wrong_try_name_them():
+    q = kl_question()
+    q.hint()
+    fb = q.check([])
+    assert not fb.correct and "2 options are wrong" in fb.message and KL_FEEDBACK["c"] in fb.message
 
 
 @pytest.mark.parametrize("response, match", [(3, r"pass a list of labels"), (["a", 1], r"pass a list"),
@@ -232,6 +296,56 @@ def test_numeric_author_errors():
         NumericAnswer("q", 1.0, tol=-0.1)
 
 
+def reference_copy_question():
+    # Lesson 1: a float32 copy of 134,515,008 parameters, in MB (10^6 bytes).
+    return NumericAnswer("How many MB does the float32 reference copy take?", 134_515_008 * 4 / 1e6, tol=1.0,
+                         units="MB", feedback_low="Count 4 bytes per parameter.",
+                         feedback_high="Count the tied embedding once.",
+                         slips=[(134_515_008 * 2 / 1e6, "That is 2 bytes per parameter (bfloat16); float32 has 4.")])
+
+
+def test_numeric_units_recognise_the_answer_in_another_unit():
+    q = reference_copy_question()
+    size = 134_515_008 * 4
+    assert q.check(size / 1e6).correct and q.check(f"{size / 1e6:.1f} MB").correct and q.check("538 mb").correct
+    in_mib = q.check(size / 2**20)  # 513.1: below the answer, but feedback_low would be the wrong advice
+    assert not in_mib.correct and "answer in MiB (2^20 bytes); the question asks for MB" in in_mib.message
+    assert "4 bytes" not in in_mib.message
+    assert "in bytes" in q.check(size).message and "in GB" in q.check(size / 1e9).message
+    with pytest.raises(QuizInputError, match="'513 MiB' is in MiB, but the question asks for MB"):
+        q.check("513 MiB")
+    assert "<a number in MB>" in q.text()
+    # Far from the answer in every unit: the side's feedback as before.
+    assert q.check(300).message == "Not quite: 300 is too low. Count 4 bytes per parameter."
+
+
+def test_numeric_slips_name_the_mistake_that_gives_that_value():
+    q = reference_copy_question()
+    fb = q.check(269)
+    assert not fb.correct and fb.message == "Not quite: 269. That is 2 bytes per parameter (bfloat16); float32 has 4."
+    # Bradley-Terry loss of a wrongly ranked pair (lesson 6b): each slip its own message, and a number
+    # between the tie's ln 2 and the answer gets the low side's feedback, which must hold for it too.
+    loss = math.log1p(math.exp(0.7))
+    bt = NumericAnswer("BT loss for r_c = 0.4, r_r = 1.1?", loss, tol=2e-3,
+                       feedback_low="Too low: check the margin's sign and the log.",
+                       slips=[(math.log1p(math.exp(-0.7)), "sign flipped"), (math.log(2), "a tie"),
+                              (0.7, "the margin itself")])
+    assert bt.check(0.403).message.endswith("sign flipped") and bt.check(0.693).message.endswith("a tie")
+    assert bt.check(0.70).message.endswith("the margin itself")
+    assert bt.check(0.9).message.endswith("Too low: check the margin's sign and the log.")
+    assert bt.check(1.103).correct
+
+
+def test_numeric_percent_units_recognise_a_fraction():
+    q = NumericAnswer("Pass rate after SFT, in percent?", 46.0, tol=0.5, units="%")
+    assert "a fraction between 0 and 1" in q.check(0.46).message and q.check("46 %").correct
+
+
+def test_numeric_slip_on_the_answer_is_an_author_error():
+    with pytest.raises(ValueError, match="within the tolerance of the answer"):
+        NumericAnswer("q", 1.0, tol=0.1, slips=[(1.05, "never reachable")])
+
+
 # ---------------------------------------------------------------- widgets, clicked without a browser
 
 
@@ -253,10 +367,11 @@ def test_multiple_choice_widget_click_shows_option_feedback():
     check_button.click()  # nothing picked yet
     assert "Pick an option first" in feedback.value
 
-    radio.value = "c"
+    assert [text for text, _ in radio.options] == [f"{k}) {v}" for k, v in q.options.items()]
+    radio.value = q.displayed("c")
     check_button.click()
     assert html.escape(RATIO_FEEDBACK["c"]) in feedback.value and "Not quite" in feedback.value
-    radio.value = "b"
+    radio.value = q.answer
     check_button.click()
     assert html.escape(RATIO_FEEDBACK["b"]) in feedback.value and "Correct" in feedback.value
     assert q.last.correct  # the click went through .check
@@ -284,11 +399,13 @@ def test_numeric_widget_click_shows_feedback_and_input_errors():
 def test_multiselect_widget_click():
     q = kl_question()
     boxes, check_button, _, feedback = parts(q.widget())
-    first, _, third, _ = boxes.children
-    first.value = True
+    box = dict(zip(q.options, boxes.children))  # the checkbox shown with each displayed letter
+    box[q.displayed("a")].value = True
     check_button.click()
-    assert "Not quite" in feedback.value and html.escape(KL_FEEDBACK["c"]) in feedback.value
-    third.value = True
+    assert "Not quite: 1 option is wrong" in feedback.value and html.escape(KL_FEEDBACK["c"]) not in feedback.value
+    check_button.click()
+    assert html.escape(KL_FEEDBACK["c"]) in feedback.value
+    box[q.displayed("c")].value = True
     check_button.click()
     assert "Correct" in feedback.value
 
@@ -313,10 +430,10 @@ def test_checklist_widget_counts_ticks():
 def test_quiz_collection_scores_latest_answers():
     qz = Quiz("Week 3 check", [advantage_question(), ratio_question(), kl_question()])
     assert str(qz.score()) == "0 of 3 correct (3 not answered yet)"
-    results = qz.check([0.6, "a", ["a", "c"]])
+    results = qz.check([0.6, qz[1].displayed("a"), sorted(qz[2].answers)])
     assert [fb.correct for fb in results] == [True, False, True]
     assert (qz.score().correct, qz.score().answered, qz.score().total) == (2, 3, 3)
-    qz[1].check("b")  # answering again replaces the earlier answer
+    qz[1].check(qz[1].answer)  # answering again replaces the earlier answer
     assert qz.score().correct == 3
     with pytest.raises(QuizInputError, match="got 2 responses for 3 questions"):
         qz.check([0.6, "b"])
@@ -329,18 +446,19 @@ def test_text_fallback_without_kernel(capsys):
     q = ratio_question()
     q.show()  # pytest has no kernel: prints the question
     out = capsys.readouterr().out
-    assert "What is the ratio r?" in out and "  b) 1.30" in out and "quiz.check('a')" in out
+    assert "What is the ratio r?" in out and f"  {q.answer}) 1.30" in out and "quiz.check('a')" in out
     bundle = q._repr_mimebundle_()
-    assert set(bundle) == {"text/plain", "text/html"} and "b) 1.30" in bundle["text/plain"]
+    assert set(bundle) == {"text/plain", "text/html"} and f"{q.answer}) 1.30" in bundle["text/plain"]
     checklist(["one"]).show()
     assert "[ ] one" in capsys.readouterr().out
 
 
 def test_kernel_bundle_carries_the_widget(monkeypatch):
     monkeypatch.setattr(quiz, "_in_kernel", lambda: True)
-    bundle = ratio_question()._repr_mimebundle_()
+    q = ratio_question()
+    bundle = q._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
-    assert "b) 1.30" in bundle["text/plain"]  # the static text stays for GitHub and nbval
+    assert f"{q.answer}) 1.30" in bundle["text/plain"]  # the static text stays for GitHub and nbval
 
 
 def test_without_ipywidgets_falls_back_to_text(monkeypatch, capsys):
@@ -369,7 +487,7 @@ def test_renders_in_a_headless_kernel():
              "q = MultipleChoice('r?', {'a': '0.06', 'b': '1.3'}, 'b', {'b': 'It divides.'})\nq",
              "Quiz('Week 4', [q, NumericAnswer('A?', 0.6)]).show()",
              "checklist(['one', 'two'])",
-             "q.check('B')"]
+             "q.check(q.answer.upper())"]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     repo_root = str(__import__("pathlib").Path(__file__).resolve().parents[1])
     nbclient.NotebookClient(nb, timeout=60, kernel_name="python3",
@@ -379,6 +497,6 @@ def test_renders_in_a_headless_kernel():
                                                 "execute_result"]
     for o in outputs[:3]:
         assert "application/vnd.jupyter.widget-view+json" in o.data and "text/plain" in o.data
-    assert "b) 1.3" in outputs[0].data["text/plain"]
+    assert ") 1.3\n" in outputs[0].data["text/plain"]
     assert "[ ] two" in outputs[2].data["text/plain"]
     assert "It divides." in outputs[3].data["text/html"]

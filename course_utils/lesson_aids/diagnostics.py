@@ -311,7 +311,8 @@ def read_run_logs(run_dir) -> tuple[list[dict], list[dict]]:
                                 "(python -m course_utils ppo ... --set run_name=...)?")
 
     def rows(name):
-        return [json.loads(line) for line in (folder / name).read_text().splitlines() if line.strip()]
+        return [json.loads(line, object_hook=lambda d: {k: float("nan") if v is None else v for k, v in d.items()})
+                for line in (folder / name).read_text().splitlines() if line.strip()]  # null (no number) -> NaN
 
     return rows("metrics.jsonl"), rows("evals.jsonl")
 
@@ -355,11 +356,12 @@ def trust_region_summary(history: Sequence[dict]) -> dict[str, dict[str, float]]
     return out
 
 
-def plot_trust_region(runs: dict[str, Sequence[dict]], target_kl: float = 0.0):
+def plot_trust_region(runs: dict[str, Sequence[dict]], target_kl: float = 0.0, cliprange: float = 0.2):
     """How far each update moved the policy, for one or more runs (``runs[label] = history``, the
     rows of metrics.jsonl): approximate KL to π_old, policy clip fraction and the largest ratio,
     against the update. With ``target_kl`` > 0 a dashed line marks 1.5 x target_kl, where the
-    early stop skips an update's remaining steps. Pure: logs in, Figure out."""
+    early stop skips an update's remaining steps; a dotted line marks 1 + ``cliprange`` on the
+    largest-ratio panel, which is drawn on a log axis. Pure: logs in, Figure out."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(13, 3.4))
@@ -375,6 +377,11 @@ def plot_trust_region(runs: dict[str, Sequence[dict]], target_kl: float = 0.0):
         ax.set(xlabel="update", title=title)
         ax.grid(alpha=0.3)
     panels[0].set_yscale("log")
+    # The largest ratio spans 1.1 to 10 and more between runs: on a linear axis one run's spikes flatten
+    # the other's curve. A log axis shows both, with the band's upper edge 1 + ε marked.
+    panels[2].set_yscale("log")
+    panels[2].axhline(1 + cliprange, color="0.5", ls=":", lw=1, label=f"1 + ε = {1 + cliprange:g}")
+    panels[2].legend(fontsize=8)
     panels[0].legend(fontsize=8)
     fig.tight_layout()
     return fig

@@ -4,7 +4,7 @@ Each exercise is one function of the library (``ppo_math`` or ``rollout``). You 
 the same signature and the same return value, and ``check`` runs yours and the library's on a fixed
 set of cases: random batches at several shapes and seeds, plus the edge cases the lessons teach
 (padding after EOS, an EOS-only response, a truncated response, pad == eos, ratios on both sides of
-the clip band, float32 inputs, ...). When a case differs, the message names the case, the first
+the clip band, float32 inputs, extreme values on the padding, ...). When a case differs, the message names the case, the first
 position that differs, and, when it recognises it, the common mistake that gives exactly your output.
 
 In a notebook::
@@ -425,7 +425,9 @@ def _compare_gradients(exercise: _Exercise, expected: Any, ref_input: torch.Tens
         mine = torch.zeros_like(library)
     difference = _first_difference(library, mine, what)
     if difference is not None:
-        difference.kind, difference.element, difference.hint = "grad", 0, _HINT_GRADIENT
+        not_finite = ~torch.isfinite(mine.detach()) & torch.isfinite(library)
+        difference.kind, difference.element = "grad", 0
+        difference.hint = _HINT_NAN_GRADIENT if bool(not_finite.any()) else _HINT_GRADIENT
     return difference
 
 
@@ -645,6 +647,11 @@ _HINT_DETACHED = ("Something on the way cut the graph: .item(), .detach(), float
                   "or torch.tensor(...) of an intermediate result. Keep every step a torch operation on the inputs.")
 _HINT_GRADIENT = ("The loss value is right but its gradient is not: part of the computation was detached or "
                   "replaced by a constant. Build the loss from the inputs with torch operations only.")
+_HINT_NAN_GRADIENT = ("The loss value is right but its gradient is NaN or inf where the library's is finite: "
+                      "exp() overflowed on the garbage that the padding holds, and masking after exp() (torch.where "
+                      "or × mask) hides the value but not the gradient (the backward pass computes 0 · inf = NaN). "
+                      "Blank the padding before exp(): torch.where(mask.bool(), logprobs - old_logprobs, 0.0). A NaN "
+                      "here spreads, through the backward pass, to the gradient of every weight.")
 _HINT_PADDING_COUNTED = ("Your mean counted the padding: you divided by the number of all positions, padding "
                          "included. Divide by the number of real tokens, mask.sum().")
 _HINT_TOKEN_LEVEL = ("You averaged per-response means. The library takes a token-level mean: the sum over every "
@@ -1213,7 +1220,8 @@ def _ratio_cases() -> list[_Case]:
                                                 torch.log(torch.tensor(0.20, dtype=DT))),
               note="0-dim tensors: r = 0.26 / 0.20 = 1.3"),
         _Case("very unlikely tokens (log-probs near -110, float32)", pair(3, (2, 5), torch.float32, -110.0),
-              note="exp(-110) underflows to 0 in float32: only the difference of log-probs can be exponentiated"),
+              note="far below any token that is ever sampled, but a robust ratio must not care: exp(-110) is 0 in "
+                   "float32, so only the difference of the log-probs can be exponentiated"),
     ]
 
 
@@ -1261,6 +1269,14 @@ def _surrogate_cases() -> list[_Case]:
         new = old + _normal(gen, mask.shape, dtype, std=0.3)  # ratios on both sides of the band
         return (new, old, _normal(gen, mask.shape, dtype), mask, cliprange), {}
 
+    def make_extreme(gen, mask, dtype):
+        (new, old, adv, mask, cliprange), kwargs = make(gen, mask, dtype)
+        pad = ~mask.bool()
+        signs = torch.where(torch.arange(adv.numel()).reshape(adv.shape) % 2 == 0, 50.0, -50.0).to(dtype)
+        return (torch.where(pad, torch.tensor(1000.0, dtype=dtype), new),
+                torch.where(pad, torch.tensor(-1000.0, dtype=dtype), old),
+                torch.where(pad, signs, adv), mask, cliprange), kwargs
+
     positive, negative = _ratio_rows(_BAND, (1.0, 0.5)), _ratio_rows(_BAND, (-1.0, -2.0))
     mixed = _ratio_rows(_BAND, (1.5, -0.7))
     return _batch_cases(make) + [
@@ -1271,6 +1287,9 @@ def _surrogate_cases() -> list[_Case]:
         _Case("both signs of advantage, with padding", (*mixed, _mask((6, 4), 6), 0.2),
               note="row 0 has A = +1.5, row 1 has A = -0.7 and two padding positions"),
         _batch_case("cliprange 0.1", 7, 6, (6, 5, 2), lambda g, m, d: make(g, m, d, 0.1)),
+        _batch_case("extreme values on the padding", 8, 6, (6, 3, 1), make_extreme,
+                    note="the padding holds log-probs of +1000 and -1000 (exp() of their difference is inf) "
+                         "and advantages of ±50: a correct loss, and its gradient, never read them"),
     ]
 
 
@@ -1317,6 +1336,12 @@ def _wrong_surrogate_never_clipped(logprobs, old_logprobs, advantages, mask, cli
     return loss, _library_clipfrac(logprobs, old_logprobs, advantages, mask, cliprange)
 
 
+def _wrong_surrogate_clamps_product(logprobs, old_logprobs, advantages, mask, cliprange):
+    ratio, adv, _, m = _surrogate_terms(logprobs, old_logprobs, advantages, mask, cliprange)
+    objective = torch.minimum(ratio * adv, torch.clamp(ratio * adv, 1 - cliprange, 1 + cliprange))
+    return ppo_math.masked_mean(-objective, m), _library_clipfrac(logprobs, old_logprobs, advantages, mask, cliprange)
+
+
 def _wrong_surrogate_per_response_mean(logprobs, old_logprobs, advantages, mask, cliprange):
     ratio, adv, _, m = _surrogate_terms(logprobs, old_logprobs, advantages, mask, cliprange)
     objective = ppo_math.clipped_objective_per_token(ratio, adv, cliprange)
@@ -1339,6 +1364,9 @@ _SURROGATE_MISTAKES = (
     _Mistake(_HINT_RATIO_UPSIDE_DOWN, _wrong_surrogate_upside_down),
     _Mistake("You used only the clipped term clip(r)·A: take the min of the unclipped r·A and the clipped "
              "term.", _wrong_surrogate_clipped_term_only),
+    _Mistake("You clamped the product r·A into [1 - ε, 1 + ε]; the clip applies to the ratio alone, and "
+             "then the clipped ratio is multiplied by A: min(r·A, clip(r, 1 - ε, 1 + ε)·A).",
+             _wrong_surrogate_clamps_product),
     _Mistake(_HINT_NEVER_CLIPPED + " Take the min of r·A and clip(r, 1 - ε, 1 + ε)·A.",
              _wrong_surrogate_never_clipped),
     _Mistake(_HINT_TOKEN_LEVEL, _wrong_surrogate_per_response_mean),

@@ -35,6 +35,7 @@ __all__ = [
     "plot_token_advantages",
     "plot_advantage_curves",
     "plot_whitening",
+    "plot_gae_spread",
     "plot_value_fit",
     "plot_shaped_rewards",
     "plot_reward_components",
@@ -339,19 +340,45 @@ def plot_whitening(raw, whitened_masked, whitened_naive, mask) -> Figure:
 
     Inputs are ``[B, T]``; only positions where ``mask`` is 1 are drawn. Naive whitening (padding
     counted as zeros) leaves the real tokens off-centre; masked whitening centres them at 0, std 1.
+    The three panels share their x axis, their y axis and their bins, so widths and shifts can be
+    compared by eye.
     """
     m = _to_numpy(mask, "mask").astype(bool)
-    fig, axes = _new_figure(ncols=3, width=3.6, height=3.0)
     panels = (("raw advantages", raw, "0.4"), ("masked whitening", whitened_masked, COLOURS["clipped"]),
               ("naive whitening (padding counted)", whitened_naive, COLOURS["penalty"]))
-    for ax, (name, x, colour) in zip(axes[0], panels):
-        real = _to_numpy(x, name)[m]
-        _, _, patches = ax.hist(real, bins=30, color=colour)
+    reals = [_to_numpy(x, name)[m] for name, x, _ in panels]
+    edges = np.histogram_bin_edges(np.concatenate(reals), bins=40)
+    fig, axes = _new_figure(ncols=3, width=3.6, height=3.0, sharex=True, sharey=True)
+    for ax, (name, _, colour), real in zip(axes[0], panels, reals):
+        _, _, patches = ax.hist(real, bins=edges, color=colour)
         _tag(patches, name)
         ax.axvline(0.0, color="black", lw=0.8)
         ax.set_title(f"{name}\nmean {real.mean():+.2f}, std {real.std(ddof=1):.2f}", fontsize=9)
         ax.set_xlabel("value on real tokens")
     axes[0][0].set_ylabel("tokens")
+    return fig
+
+
+def plot_gae_spread(lams, means: Mapping[str, object], stds: Mapping[str, object], n_samples: int) -> Figure:
+    """λ's bias and variance: the mean and the standard deviation of one token's advantage over
+    many sampled responses, against λ, one line per value head (``means[name]``, ``stds[name]``,
+    each aligned with ``lams``). Left: the spread (variance); right: where the mean sits (bias)."""
+    lam = _to_numpy(lams, "lams")
+    fig, axes = _new_figure(ncols=2, width=4.6, height=3.3)
+    for name, mean in means.items():
+        (line,) = axes[0][0].plot(lam, _to_numpy(stds[name], name), "o-", label=name)
+        line.set_gid(f"std {name}")
+        (line,) = axes[0][1].plot(lam, _to_numpy(mean, name), "o-", label=name)
+        line.set_gid(f"mean {name}")
+    axes[0][0].set_title(f"spread: std of A_0 over {n_samples} responses", fontsize=9)
+    axes[0][1].set_title(f"bias: mean of A_0 over {n_samples} responses", fontsize=9)
+    axes[0][1].axhline(0.0, color="black", lw=0.8)
+    for ax in axes[0]:
+        ax.set_xlabel("λ")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("std of A_0")
+    axes[0][1].set_ylabel("mean of A_0")
+    axes[0][1].legend(fontsize=8)
     return fig
 
 
@@ -413,11 +440,13 @@ def plot_shaped_rewards(kl_penalties, scores_on_tokens, mask=None, title: str = 
 
 
 def plot_reward_components(scores, non_score, shaped, labels: Sequence[str] | None = None,
-                           title: str = "") -> Figure:
+                           title: str = "", ylim: tuple[float, float] | None = None) -> Figure:
     """Per response, side by side: the raw score, the non-score reward and the shaped total.
 
     All three are 1-D ``[B]``: ``scores`` from the reward model, ``non_score`` the summed KL
     penalties of each response, ``shaped`` their sum. Bars have gids "score", "non-score", "shaped".
+    ``ylim`` fixes the y axis (so a slider moving β does not rescale it); a bar that runs below
+    the axis is cut there and its value written at the bottom edge.
     """
     s, n, t = (_to_numpy(x, name) for x, name in ((scores, "scores"), (non_score, "non_score"), (shaped, "shaped")))
     B = s.shape[0]
@@ -430,30 +459,54 @@ def plot_reward_components(scores, non_score, shaped, labels: Sequence[str] | No
                                          (width, t, "shaped", "0.3")):
         bars = ax.bar(x + offset, values, width=width, color=colour, label=name)
         _tag(bars, name)
+        if ylim is not None:
+            for xi, v in zip(x + offset, values):
+                if v < ylim[0]:
+                    text = ax.text(xi, ylim[0], f"{v:.0f}↓", ha="center", va="bottom", fontsize=7, rotation=90,
+                                   color="white" if name != "shaped" else "black")
+                    text.set_gid("off the axis")
     ax.axhline(0.0, color="0.5", lw=0.8)
     ax.set_xticks(x, labels if labels is not None else [str(i) for i in range(B)], fontsize=8)
     ax.set_ylabel("reward per response")
-    ax.legend(fontsize=8)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    ax.legend(fontsize=8, loc="upper right")
     if title:
         ax.set_title(title)
     return fig
 
 
+# Colours for the kinds of response a lesson names (lesson 5's fixed batch); other kinds cycle.
+KIND_COLOURS = {"hack": "tab:red", "honest": "tab:green", "bland": "0.45"}
+
+
 def plot_shaped_return_vs_beta(betas, totals, labels: Sequence[str] | None = None,
-                               beta_now: float | None = None, ylim: tuple[float, float] | None = None) -> Figure:
+                               beta_now: float | None = None, ylim: tuple[float, float] | None = None,
+                               kinds: Sequence[str] | None = None) -> Figure:
     """Each response's shaped total ``score - β·KL`` as β grows (log scale).
 
     ``betas`` is ``[N]``; ``totals`` is ``[N, B]`` (one column per response). ``beta_now``
     draws a vertical marker; ``ylim`` zooms in (large β sends high-KL responses far below).
+    ``kinds`` (one per response, e.g. "hack", "honest", "bland") gives every response of a kind
+    the kind's colour (``KIND_COLOURS``), told apart within the kind by the line style.
     Line gids are the labels.
     """
     b = _to_numpy(betas, "betas")
     tot = _to_numpy(totals, "totals")
     fig, axes = _new_figure(width=6.5, height=3.8)
     ax = axes[0][0]
+    others = iter(["tab:blue", "tab:purple", "tab:brown", "tab:olive", "tab:cyan"] * 4)
+    colour_of: dict[str, str] = {}
+    seen: dict[str, int] = {}
     for j in range(tot.shape[1]):
         label = labels[j] if labels is not None else f"response {j}"
-        (line,) = ax.plot(b, tot[:, j], label=label)
+        style = {}
+        if kinds is not None:
+            kind = kinds[j]
+            colour_of.setdefault(kind, KIND_COLOURS.get(kind) or next(others))
+            style = {"color": colour_of[kind], "ls": ("-", "--", ":", "-.")[seen.get(kind, 0) % 4]}
+            seen[kind] = seen.get(kind, 0) + 1
+        (line,) = ax.plot(b, tot[:, j], label=label, **style)
         line.set_gid(label)
     if beta_now is not None:
         ax.axvline(beta_now, color="black", lw=1, ls=":")

@@ -3,10 +3,23 @@
 Three question kinds share one interface:
 
 - ``MultipleChoice``: one correct option, per-option feedback explaining why.
-- ``MultiSelect``: several correct options ("tick every statement that is true").
-- ``NumericAnswer``: a number compared with a tolerance, feedback for too low / too high.
+- ``MultiSelect``: several correct options ("tick every statement that is true"). A wrong try first
+  says how many options are wrong; the second wrong try (or one after ``q.hint()``) names them.
+- ``NumericAnswer``: a number compared with a tolerance, feedback for too low / too high, and for
+  the slips a question is prone to (``units="MB"`` recognises an answer in MiB or in bytes;
+  ``slips=[(value, why)]`` names the wrong value a known mistake gives).
 
 ``q.check(response)`` returns a ``Feedback(correct, message)``; ``q.hint()`` returns the hint.
+
+Option order. Authors write the options in any order (the key is often "a"); the learner sees them
+in a stable shuffle seeded by the question text (``display_order``), so where the correct option
+sits is fixed for a question but cannot be guessed from habit. The displayed letters are the
+authored ones reassigned in the shuffled order (authored ``{"a": X, "b": Y}`` may be shown as
+``a) Y  b) X``). Everything public speaks in *displayed* letters: ``q.options`` is what is shown,
+``q.check("b")`` answers the option shown as b), ``q.answer`` (``q.answers`` for MultiSelect) is the
+displayed letter of the correct option, and ``q.displayed("a")`` maps an authored letter to the one
+shown. ``shuffle=False`` keeps the authored order (options with an order of their own, such as a
+table of cases).
 In a notebook, ending a cell with ``q`` (or calling ``q.show()``) renders ipywidgets: an input,
 a Check button, a Hint button and an HTML line where the feedback appears. Without ipywidgets or
 a kernel (plain Python, a terminal, GitHub's static view) the question prints as text with the
@@ -22,14 +35,18 @@ Example::
                   "b": "0.26 / 0.20 = 1.3: the new policy makes this token 30% more likely.",
                   "c": "That is pi_old / pi_new, the ratio upside down."},
         hint="Divide the new probability by the old one.")
-    q.check("B")   # Feedback(correct=True, message='Correct. 0.26 / 0.20 = 1.3: ...')
+    q.check(q.answer)          # Feedback(correct=True, message='Correct. 0.26 / 0.20 = 1.3: ...')
+    q.answer == q.displayed("b")   # the authored key "b", under the letter the learner sees
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
 import math
 import numbers
+import random
+import re
 from dataclasses import dataclass
 
 
@@ -166,25 +183,57 @@ def _normalise_options(options) -> dict[str, str]:
     return labels
 
 
+def display_order(question: str, labels) -> list[str]:
+    """The authored ``labels`` in the order a learner sees them: a shuffle seeded by ``question``.
+
+    The seed is the SHA-256 of the question text, so the order is the same in every run, on every
+    machine and Python version (no ``hash()`` randomisation), and changes only when the question
+    text does; nothing about the options (their length, their authored letter) decides it.
+    """
+    seed = int.from_bytes(hashlib.sha256(question.encode("utf-8")).digest()[:8], "big")
+    order = list(labels)
+    random.Random(seed).shuffle(order)
+    return order
+
+
 class MultipleChoice(_Question):
     """One correct option; ``feedback[label]`` explains why that option is right or wrong.
 
     ``options`` is a dict {label: text}, a list of (label, text) pairs, or a list of texts
     (labelled 'a', 'b', 'c', ...). Labels are matched case-insensitively, spaces stripped.
+    ``answer`` and the keys of ``feedback`` are the authored labels; the options are shown in
+    ``display_order(question, labels)`` (unless ``shuffle=False``) under the same letters, and
+    ``options``, ``answer``, ``check`` and the widget all use the displayed letters (module docstring).
     """
 
     def __init__(self, question: str, options, answer: str, feedback: dict[str, str] | None = None,
-                 hint: str = ""):
+                 hint: str = "", shuffle: bool = True):
         super().__init__(question, hint)
-        self.options = _normalise_options(options)
-        self.answer = self._author_label(answer, "answer")
-        self.feedback = {self._author_label(k, "feedback key"): v for k, v in (feedback or {}).items()}
+        self._arrange(options, shuffle)
+        self.authored_answer = self._author_label(answer, "answer")
+        self.answer = self.displayed(self.authored_answer)
+        self.feedback = {self.displayed(self._author_label(k, "feedback key")): v
+                         for k, v in (feedback or {}).items()}
+
+    def _arrange(self, options, shuffle: bool) -> None:
+        """Set ``authored_options`` (as written) and ``options`` (as shown, letters reassigned)."""
+        self.authored_options = _normalise_options(options)
+        # Sorted first, so the order shown depends on the question and the labels alone, not on
+        # the order the author happened to write the options in.
+        labels = sorted(self.authored_options) if shuffle else list(self.authored_options)
+        order = display_order(self.question, labels) if shuffle else labels
+        self._shown_as = {authored: shown for authored, shown in zip(order, labels)}
+        self.options = {shown: self.authored_options[authored] for authored, shown in zip(order, labels)}
+
+    def displayed(self, authored_label: str) -> str:
+        """The letter under which the option authored as ``authored_label`` is shown."""
+        return self._shown_as[self._author_label(authored_label, "label")]
 
     def _author_label(self, label, what: str) -> str:
         """Check a label written by the quiz author (a typo here is a ValueError, not a QuizInputError)."""
         key = str(label).strip().lower()
-        if key not in self.options:
-            raise ValueError(f"{what} {label!r} is not one of the option labels {list(self.options)}")
+        if key not in self.authored_options:
+            raise ValueError(f"{what} {label!r} is not one of the option labels {list(self.authored_options)}")
         return key
 
     def _usage(self) -> str:
@@ -221,17 +270,30 @@ class MultipleChoice(_Question):
 
 
 class MultiSelect(MultipleChoice):
-    """Several correct options. Correct only when exactly the right set is chosen; the message
-    gives the feedback of every option chosen wrongly or missed (of all chosen ones when correct)."""
+    """Several correct options. Correct only when exactly the right set is chosen.
+
+    A wrong try says how many options are wrong (ticked but false, or true but left unticked) and
+    lets the learner look again; from the second wrong try on, or after ``hint()``, it also names
+    them with their feedback. A correct answer gives the feedback of every option chosen.
+    ``answers`` are authored labels; ``self.answers`` holds the displayed ones.
+    """
 
     def __init__(self, question: str, options, answers, feedback: dict[str, str] | None = None,
-                 hint: str = ""):
+                 hint: str = "", shuffle: bool = True):
         _Question.__init__(self, question, hint)
-        self.options = _normalise_options(options)
-        self.answers = {self._author_label(a, "answer") for a in answers}
-        if not self.answers:
+        self._arrange(options, shuffle)
+        self.authored_answers = {self._author_label(a, "answer") for a in answers}
+        if not self.authored_answers:
             raise ValueError("MultiSelect needs at least one correct answer")
-        self.feedback = {self._author_label(k, "feedback key"): v for k, v in (feedback or {}).items()}
+        self.answers = {self.displayed(a) for a in self.authored_answers}
+        self.feedback = {self.displayed(self._author_label(k, "feedback key")): v
+                         for k, v in (feedback or {}).items()}
+        self.wrong_tries = 0     # wrong checks so far; the second one names the wrong options
+        self.hinted = False      # hint() was asked for: name the wrong options from then on
+
+    def hint(self) -> str:
+        self.hinted = True
+        return super().hint()
 
     def _usage(self) -> str:
         labels = ", ".join(repr(label) for label in self.options)
@@ -244,11 +306,20 @@ class MultiSelect(MultipleChoice):
             raise QuizInputError(f"got {response!r} ({type(response).__name__}): {self._usage()}")
         chosen = {self._label(r) for r in response}
         wrong = chosen ^ self.answers  # chosen but false, or true but missed
-        # When wrong, explain only the options whose choice differs from the truth.
-        lines = [f"{label}) {self.feedback[label]}" for label in sorted(wrong or chosen)
-                 if label in self.feedback]
-        head = "Correct." if not wrong else f"Not quite: {len(wrong)} option(s) chosen wrongly or missed."
-        return self._record(Feedback(not wrong, " ".join([head, *lines])))
+        if not wrong:
+            lines = [f"{label}) {self.feedback[label]}" for label in sorted(chosen) if label in self.feedback]
+            return self._record(Feedback(True, " ".join(["Correct.", *lines])))
+        self.wrong_tries += 1
+        count = f"{len(wrong)} option{'s are' if len(wrong) > 1 else ' is'} wrong"
+        if self.wrong_tries < 2 and not self.hinted:
+            # First try: how many, not which, so the learner re-reads every option.
+            return self._record(Feedback(False, f"Not quite: {count} (ticked but false, or true but left "
+                                                "unticked). Look at each option again; a second try, or a "
+                                                "hint, names them."))
+        # From the second try on, explain only the options whose choice differs from the truth.
+        lines = [f"{label}) {'ticked, but false' if label in chosen else 'true, but not ticked'}"
+                 + (f": {self.feedback[label]}" if label in self.feedback else ".") for label in sorted(wrong)]
+        return self._record(Feedback(False, " ".join([f"Not quite: {count}:", *lines])))
 
     def _input_widget(self, w):
         boxes = [w.Checkbox(description=f"{label}) {text}", indent=False, layout=w.Layout(width="auto"))
@@ -259,17 +330,45 @@ class MultiSelect(MultipleChoice):
         return [label for label, box in zip(self.options, vbox.children) if box.value]
 
 
-def _to_float(response) -> float:
-    """A finite float from an int, float, numpy scalar, one-element array/tensor or numeric string."""
+# The slips a unit invites: unit -> [(factor, the unit the slipped number is in)]. A response equal
+# to answer * factor is the answer written in that other unit (MB -> MiB: bytes / 2^20 is
+# answer * 10^6 / 2^20). Units not listed here can still name slips by value (``slips=``).
+UNIT_SLIPS: dict[str, list[tuple[float, str]]] = {
+    "MB": [(1e6 / 2**20, "MiB (2^20 bytes)"), (1e6, "bytes"), (1e-3, "GB")],
+    "MiB": [(2**20 / 1e6, "MB (10^6 bytes)"), (2**20, "bytes"), (1 / 1024, "GiB")],
+    "GB": [(1e9 / 2**30, "GiB (2^30 bytes)"), (1e3, "MB")],
+    "GiB": [(2**30 / 1e9, "GB (10^9 bytes)"), (1024, "MiB")],
+    "%": [(0.01, "a fraction between 0 and 1")],
+    "percentage points": [(0.01, "a fraction between 0 and 1")],
+}
+
+
+def _to_float(response, units: str = "") -> float:
+    """A finite float from an int, float, numpy scalar, one-element array/tensor or numeric string.
+
+    With ``units``, a string may end with them ("523 MB"); a string in another unit of
+    ``UNIT_SLIPS`` ("499 MiB" where MB is asked) is refused with a message naming the unit to use.
+    """
     usage = "answer with one number, e.g. quiz.check(0.6) or quiz.check('0.6')"
+    if units:
+        usage += f", in {units}"
     value = response
     if hasattr(value, "item") and hasattr(value, "shape"):  # numpy scalar/array, torch tensor
         if math.prod(value.shape) != 1:
             raise QuizInputError(f"got an array of shape {tuple(value.shape)}: {usage}")
         value = value.item()
     if isinstance(value, str):
+        text = value.strip()
+        suffix = re.search(r"\s*([A-Za-z%][A-Za-z% ]*)$", text) if units else None
+        if suffix:
+            unit = suffix.group(1).strip()
+            if unit.lower() == units.lower():
+                text = text[:suffix.start()]
+            elif any(unit.lower() == u.lower() for u in UNIT_SLIPS):
+                raise QuizInputError(f"{response!r} is in {unit}, but the question asks for {units}: "
+                                     f"convert it, then {usage}")
         try:
-            value = float(value.strip())
+            value = float(text)
         except ValueError:
             raise QuizInputError(f"{response!r} is not a number: {usage}") from None
     # bool is an int subclass, but True is never a meant numeric answer.
@@ -286,38 +385,72 @@ class NumericAnswer(_Question):
 
     Correct when ``|response - answer| <= max(tol, rel_tol * |answer|)`` (``tol`` absolute,
     ``rel_tol`` relative, as in ``math.isclose``); the edge counts as correct, and float rounding
-    at the edge (0.61 vs 0.6 with tol 0.01) is forgiven. A wrong answer shows ``feedback_low`` or
-    ``feedback_high`` (what that mistake usually means), else a nudge towards the hint; a correct
-    one shows ``explanation``. The expected value is not revealed by a wrong answer.
+    at the edge (0.61 vs 0.6 with tol 0.01) is forgiven. A correct answer shows ``explanation``.
+    A wrong one is compared, in this order, with
+
+    - ``slips``: ``[(value, why)]``, the wrong values that known mistakes give (the same
+      tolerance); a match shows ``why``;
+    - the answer written in another unit, when ``units`` is one of ``UNIT_SLIPS`` (``units="MB"``
+      recognises the same size in MiB, in bytes, in GB); a match names the unit;
+
+    and otherwise shows ``feedback_low`` or ``feedback_high`` (what being on that side usually
+    means: write them so that they are true of *every* number on that side), else a nudge
+    towards the hint. ``units`` is also shown with the call to make and accepted after the
+    number in a string ("523 MB"). The expected value is not revealed by a wrong answer.
     """
 
     def __init__(self, question: str, answer: float, tol: float = 1e-2, rel_tol: float = 0.0,
                  feedback_low: str = "", feedback_high: str = "", explanation: str = "",
-                 hint: str = ""):
+                 hint: str = "", units: str = "", slips=()):
         super().__init__(question, hint)
         self.answer = _to_float(answer)
         if tol < 0 or rel_tol < 0:
             raise ValueError(f"tolerances must be >= 0, got tol={tol}, rel_tol={rel_tol}")
         self.tol, self.rel_tol = tol, rel_tol
         self.feedback_low, self.feedback_high, self.explanation = feedback_low, feedback_high, explanation
+        self.units = units.strip()
+        self.slips = [(_to_float(value), str(why)) for value, why in slips]
+        for value, _ in self.slips:
+            if self._close(value, self.answer):
+                raise ValueError(f"slip value {value:g} is within the tolerance of the answer {self.answer:g}: "
+                                 "a correct response would never reach it")
+
+    def _close(self, x: float, target: float, scale: float = 1.0) -> bool:
+        """|x - target| within the question's tolerance (``tol`` scaled to another unit by ``scale``)."""
+        allowed = max(self.tol * abs(scale), self.rel_tol * abs(target))
+        slack = 1e-12 * max(1.0, abs(target))  # forgive float rounding exactly at the edge
+        return abs(x - target) <= allowed + slack
+
+    def _slip(self, x: float) -> str:
+        """The message of the first slip that ``x`` matches, or ''."""
+        for value, why in self.slips:
+            if self._close(x, value):
+                return why
+        for factor, other in UNIT_SLIPS.get(self.units, []):
+            if self._close(x, self.answer * factor, scale=factor):
+                return f"That looks like the answer in {other}; the question asks for {self.units}."
+        return ""
 
     def check(self, response) -> Feedback:
-        x = _to_float(response)
-        allowed = max(self.tol, self.rel_tol * abs(self.answer))
-        slack = 1e-12 * max(1.0, abs(self.answer))  # forgive float rounding exactly at the edge
-        if abs(x - self.answer) <= allowed + slack:
+        x = _to_float(response, self.units)
+        if self._close(x, self.answer):
             return self._record(Feedback(True, f"Correct: {self.answer:g}. {self.explanation}".strip()))
+        slip = self._slip(x)
+        if slip:
+            return self._record(Feedback(False, f"Not quite: {x:g}. {slip}"))
         side, why = ("low", self.feedback_low) if x < self.answer else ("high", self.feedback_high)
         why = why or ("Try again; quiz.hint() gives a hint." if self._hint else "Try again.")
         return self._record(Feedback(False, f"Not quite: {x:g} is too {side}. {why}"))
 
     def _text_lines(self) -> list[str]:
-        return ["Answer in code: quiz.check(<a number>); quiz.hint() gives a hint."]
+        number = f"<a number in {self.units}>" if self.units else "<a number>"
+        return [f"Answer in code: quiz.check({number}); quiz.hint() gives a hint."]
 
     def _input_widget(self, w):
         # A Text box (not FloatText) so an empty or malformed entry gets the clear error message
         # instead of silently becoming 0.0.
-        return w.Text(placeholder="type a number", layout=w.Layout(width="12em"))
+        placeholder = f"a number in {self.units}" if self.units else "type a number"
+        return w.Text(placeholder=placeholder, layout=w.Layout(width="12em"))
 
     def _read(self, text_box):
         return text_box.value

@@ -27,29 +27,41 @@ def format_masked_tokens(tokenizer, ids, mask) -> str:
     return "".join(f"[{p}]" if m else p for p, m in zip(token_pieces(tokenizer, ids), mask))
 
 
-def masked_tokens_html(tokenizer, ids, mask, title: str | None = None) -> str:
-    """HTML picture of a mask: mask-1 tokens on green, mask-0 tokens grey; hover a token for its
+_GREEN = "background:#c6efce;color:#0b3d0b;border:1px solid #5cb85c"
+_BLUE = "background:#dbe9f7;color:#0b2e5a;border:1px solid #6a9fd4"
+_GREY = "background:#f0f0f0;color:#999;border:1px solid #ddd"
+
+
+def masked_tokens_html(tokenizer, ids, mask, title: str | None = None, prompt_length: int = 0) -> str:
+    """HTML picture of a mask: mask-1 tokens coloured, mask-0 tokens grey; hover a token for its
     position, id and mask value. A pure function returning a string (display it with
-    ``IPython.display.HTML``)."""
+    ``IPython.display.HTML``).
+
+    ``mask`` may cover a prompt and its response, one mask for each part (the attention mask on the
+    prompt, the response mask after it): give the prompt's length as ``prompt_length`` and the
+    prompt's mask-1 tokens are drawn blue (read by the model, never trained), the response's green
+    (trained actions). The legend under the tokens names the mask behind each colour.
+    """
     ids_list = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
     mask = mask.tolist() if isinstance(mask, torch.Tensor) else list(mask)
     if len(mask) != len(ids_list):
         raise ValueError(f"{len(ids_list)} ids but {len(mask)} mask entries")
     spans = []
     for pos, (piece, token_id, m) in enumerate(zip(token_pieces(tokenizer, ids_list), ids_list, mask)):
-        style = (
-            "background:#c6efce;color:#0b3d0b;border:1px solid #5cb85c" if m
-            else "background:#f0f0f0;color:#999;border:1px solid #ddd"
-        )
-        tip = f"position {pos} · id {token_id} · mask {int(m)}"
+        style = _GREY if not m else (_BLUE if pos < prompt_length else _GREEN)
+        part = "prompt" if pos < prompt_length else "response"
+        tip = f"position {pos} · {part} · id {token_id} · mask {int(m)}"
         spans.append(
             f"<span title='{escape(tip)}' style='{style};border-radius:3px;padding:0 2px;margin:1px;"
             f"font-family:monospace;white-space:pre;display:inline-block'>{escape(piece)}</span>"
         )
-    legend = (
-        "<div style='font-size:90%;color:#555'>green: mask 1 (a trained action) · grey: mask 0 "
-        "(prompt, padding, anything after the first EOS)</div>"
-    )
+    if prompt_length:
+        text = ("blue: prompt token with attention mask 1 (read by the model, never trained) · green: response "
+                "token with response mask 1 (a trained action) · grey: mask 0 (left padding, anything after the "
+                "first EOS, or whatever this mask drops)")
+    else:
+        text = "green: mask 1 (a trained action) · grey: mask 0 (prompt, padding, anything after the first EOS)"
+    legend = f"<div style='font-size:90%;color:#555'>{escape(text)}</div>"
     head = f"<div><b>{escape(title)}</b></div>" if title else ""
     return f"<div>{head}<div style='line-height:1.9'>{''.join(spans)}</div>{legend}</div>"
 

@@ -18,9 +18,11 @@ CURVES = [
     ("score", "reward-model / checker score", "should rise; if it rises while pass rate does not, suspect hacking"),
     ("kl_per_sequence", "KL to reference (nats / response)", "a sudden jump means the policy left the reference"),
     ("ratio_mean", "mean ratio pi/pi_old", "stays near 1; drift means stale data or a large step"),
-    ("policy_clipfrac", "policy clip fraction", "share of tokens whose ratio left [1 - ε, 1 + ε]; it grows with the "
-     "learning rate and the epochs, and staying above about 0.2 means the steps outrun the trust region "
-     "(target_kl stops the epochs early)"),
+    ("policy_clipfrac", "policy clip fraction", "share of response tokens on which the clip was active, i.e. the "
+     "ratio had left [1 - ε, 1 + ε] on the side its advantage pushes (r > 1 + ε with A > 0, r < 1 - ε with A < 0; "
+     "a ratio outside the band on the other side is not counted), measured before each optimizer step and "
+     "averaged over the update's steps; it grows with the learning rate and the epochs, and staying above about "
+     "0.2 means the steps outrun the trust region (target_kl stops the epochs early)"),
     ("value_loss", "value loss", "should fall; growth means the critic diverges"),
     ("response_length", "response length (tokens)", "collapse to 1-2 tokens or a jump to the max is a warning"),
 ]

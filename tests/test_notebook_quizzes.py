@@ -1,0 +1,95 @@
+"""The quizzes of the committed notebooks, read without running them (their keys are in the source).
+
+A learner who has answered a few quizzes must not be able to guess the next key from where it
+sits or how long it is: the correct option lands on every letter (quiz.py's shuffle, seeded by
+the question text) and is not the longest option as a rule.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from course_utils.lesson_aids.quiz import display_order
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("week*.ipynb"))
+
+
+def _literal(node):
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return None  # computed in the notebook (a key from a measurement): not readable here
+
+
+def questions(path: Path) -> list[dict]:
+    """Every MultipleChoice / MultiSelect call of the notebook whose question, options and key are literals."""
+    found = []
+    for cell in json.loads(path.read_text())["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] != "code" or "Quiz(" not in source:
+            continue
+        for node in ast.walk(ast.parse(source)):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("MultipleChoice", "MultiSelect")):
+                continue
+            keywords = {k.arg: k.value for k in node.keywords}
+            question, options = _literal(node.args[0]), _literal(node.args[1])
+            key = _literal(keywords.get("answer") or keywords.get("answers") or node.args[2])
+            shuffle = _literal(keywords["shuffle"]) if "shuffle" in keywords else True
+            if isinstance(question, str) and isinstance(options, dict):
+                found.append({"kind": node.func.id, "question": question, "options": options, "key": key,
+                              "shuffle": shuffle, "notebook": path.stem})
+    return found
+
+
+ALL = [q for path in NOTEBOOKS for q in questions(path)]
+SINGLE = [q for q in ALL if q["kind"] == "MultipleChoice" and isinstance(q["key"], str)]
+
+
+def shown_position(q: dict, label: str) -> int:
+    """Where (0 = a) the option authored as ``label`` is displayed, as quiz.MultipleChoice shows it."""
+    labels = sorted(q["options"]) if q["shuffle"] else list(q["options"])
+    order = display_order(q["question"], labels) if q["shuffle"] else labels
+    return order.index(label)
+
+
+def test_the_notebooks_have_quizzes_to_read():
+    assert len(NOTEBOOKS) >= 10 and len(SINGLE) >= 30, (len(NOTEBOOKS), len(SINGLE))
+
+
+def test_the_correct_option_is_spread_over_the_letters():
+    positions = Counter(shown_position(q, q["key"]) for q in SINGLE)
+    # Four options almost everywhere: every letter is used, none holds much more than its share.
+    assert set(positions) >= {0, 1, 2, 3}, positions
+    assert max(positions.values()) <= 0.4 * len(SINGLE), positions
+    # A learner answering "a" to every single-answer question of a notebook is right at most half the time.
+    for notebook in {q["notebook"] for q in SINGLE}:
+        mine = [q for q in SINGLE if q["notebook"] == notebook]
+        first = sum(shown_position(q, q["key"]) == 0 for q in mine)
+        assert first <= max(1, len(mine) // 2), (notebook, first, len(mine))
+
+
+def test_multi_select_keys_are_not_all_at_the_top():
+    multi = [q for q in ALL if q["kind"] == "MultiSelect" and isinstance(q["key"], list) and q["shuffle"]]
+    assert multi
+    for q in multi:
+        shown = sorted(shown_position(q, label) for label in q["key"])
+        assert shown != list(range(len(shown))) or len(shown) == 1, (q["notebook"], q["question"])
+
+
+@pytest.mark.parametrize("q", SINGLE, ids=[f"{q['notebook']}:{q['question'][:40]}" for q in SINGLE])
+def test_the_correct_option_is_not_conspicuously_long(q):
+    right = len(q["options"][q["key"]])
+    others = [len(text) for label, text in q["options"].items() if label != q["key"]]
+    # Within 1.5 times the longest wrong option: the key cannot be picked out by its length.
+    assert right <= 1.5 * max(others), (right, others)
+
+
+def test_the_correct_option_is_not_usually_the_longest():
+    longest = sum(len(q["options"][q["key"]]) > max(len(t) for k, t in q["options"].items() if k != q["key"])
+                  for q in SINGLE)
+    assert longest <= 0.5 * len(SINGLE), (longest, len(SINGLE))
