@@ -63,6 +63,12 @@ def cmd_bench_learning(argv: list[str]) -> None:
     bench_learning.main(argv)
 
 
+def cmd_export(argv: list[str]) -> None:
+    from course_utils.comparison import engines
+
+    engines.main(argv)
+
+
 def cmd_figures(argv: list[str]) -> None:
     from course_utils.lesson_aids import figures
 
@@ -101,6 +107,7 @@ COMMANDS = {
     "ppo": ("run PPO headless from a config preset", cmd_ppo),
     "bench": ("speed and memory, ours vs TRL, as JSON", cmd_bench),
     "bench-learning": ("does a preset learn? seeds x a training-time budget", cmd_bench_learning),
+    "export": ("write the tasks, the checker and a preset for another engine: export verl --out DIR", cmd_export),
     "figures": ("regenerate figures/", cmd_figures),
     "glossary": ("print the English-Korean glossary (--readme: rewrite README's table)", cmd_glossary),
     "clean-notebooks": ("strip execution timestamps from notebooks/ (--check: only report, for CI)",

@@ -20,7 +20,7 @@ How a backticked token in a checked column is read (the doc's header states the 
 
 Any other token in those columns is reported, so a key written relative to another one
 (``clip_ratio_low`` for ``arr.actor.clip_ratio_low``) cannot slip through unchecked. A column's
-header must name the revision the snapshot was made from (``OpenRLHF v0.11.0``, ``verl v0.7.0``,
+header must name the revision the snapshot was made from (``OpenRLHF v0.11.0``, ``verl v0.9.1``,
 ``TRL 1.12.0``).
 """
 
@@ -148,7 +148,7 @@ def missing_names(text: str, snapshot: dict) -> list[str]:
 # --- the checking function itself -------------------------------------------------------------
 
 FAKE_DOC = """
-| ours | TRL 1.12.0 | OpenRLHF v0.11.0 | verl v0.7.0 |
+| ours | TRL 1.12.0 | OpenRLHF v0.11.0 | verl v0.9.1 |
 |---|---|---|---|
 | `good` | `cliprange`, `model=`, `stop_token: "eos"`, `"k1"` | `--actor.eps_clip` (`"all-linear"`) | `arr.actor.clip_ratio`, `algorithm.kl_ctrl.type: adaptive` |
 | `bad` | `no_such_field`, `no_such_arg=` | `--no_such_flag` | `algorithm.no_such_key` |
@@ -208,11 +208,17 @@ def test_the_rename_table_covers_every_openrlhf_flag_in_the_mapping():
 
 
 def test_the_doc_header_names_the_commits_of_the_snapshot():
+    """A snapshot read from a git mirror names its commit (7 hex digits in the doc); one read from
+    a release wheel (verl, newer than the mirror) names the wheel's sha256 (12 hex digits)."""
     text = DOC.read_text()
     snapshot = load_snapshot()
     for entry in ("openrlhf", "openrlhf_flat", "verl"):
-        commit = re.search(r"@([0-9a-f]{40}):", snapshot[entry]["source"]).group(1)
-        assert f"`{commit[:7]}`" in text, (entry, commit)
+        source = snapshot[entry]["source"]
+        commit = re.search(r"@([0-9a-f]{40}):", source)
+        wheel = re.search(r"sha256=([0-9a-f]{64}):", source)
+        assert commit or wheel, (entry, source)
+        named = commit.group(1)[:7] if commit else wheel.group(1)[:12]
+        assert f"`{named}`" in text, (entry, named)
 
 
 # --- the installed trl ----------------------------------------------------------------------

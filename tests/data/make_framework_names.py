@@ -13,16 +13,19 @@ projects' own definitions, never from memory:
 * verl: ``verl/trainer/config/_generated_ppo_trainer.yaml``, the config that Hydra composes from
   ``ppo_trainer.yaml`` and its ``defaults`` list (actor, rollout, critic, data, ... files), which
   verl writes out flattened with ``scripts/generate_trainer_config.sh``. Every mapping node and
-  leaf becomes a dotted path (``algorithm.kl_ctrl.type``).
+  leaf becomes a dotted path (``algorithm.kl_ctrl.type``). Read from a git mirror at a tag
+  (``--verl``) or from the release's wheel as PyPI serves it (``--verl-wheel``, recorded with the
+  wheel's sha256), for releases newer than the mirror at hand (v0.9.1 was read that way).
 * TRL: ``dataclasses.fields`` of the installed ``trl.experimental.ppo.PPOConfig`` (which
   includes ``transformers.TrainingArguments``) and the parameters of ``PPOTrainer.__init__``.
   The script refuses any TRL other than 1.12.0.
 
 Regenerate (git mirrors with tags, e.g. ``git clone --mirror https://github.com/OpenRLHF/OpenRLHF``
-and ``git clone --mirror https://github.com/volcengine/verl``)::
+and ``git clone --mirror https://github.com/volcengine/verl``, or verl's wheel from
+``pip download verl==0.9.1 --no-deps -d /tmp/verl``)::
 
     TRL_EXPERIMENTAL_SILENCE=1 HF_HUB_OFFLINE=1 .venv/bin/python tests/data/make_framework_names.py \\
-        --openrlhf /path/to/OpenRLHF.git --verl /path/to/verl.git
+        --openrlhf /path/to/OpenRLHF.git --verl-wheel /tmp/verl/verl-0.9.1-py3-none-any.whl
 
 then update the commits named in the header of docs/trl_config_mapping.md if the revisions changed.
 """
@@ -31,8 +34,10 @@ from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import json
 import subprocess
+import zipfile
 from pathlib import Path
 
 import yaml
@@ -113,6 +118,16 @@ def yaml_keys(text: str) -> list[str]:
     return sorted(keys)
 
 
+def verl_from_wheel(wheel: Path) -> dict:
+    """The verl entry read from a release wheel: its version (``verl/version/version``), its sha256
+    (the doc names it, as it names commits), and the keys of the generated trainer config."""
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    with zipfile.ZipFile(wheel) as archive:
+        version = archive.read("verl/version/version").decode().strip()
+        keys = yaml_keys(archive.read(VERL_PATH).decode())
+    return {"source": f"{wheel.name} sha256={digest}:{VERL_PATH}", "revision": f"v{version}", "keys": keys}
+
+
 def trl_names() -> dict:
     import dataclasses
     import inspect
@@ -136,7 +151,9 @@ def main() -> None:
     parser.add_argument("--openrlhf-rev", default="v0.11.0", help="revision the doc's tables use")
     parser.add_argument("--openrlhf-flat-rev", default="v0.10.1",
                         help="last revision with the flat (undotted) flag names")
-    parser.add_argument("--verl", required=True, help="git directory of a verl mirror")
+    verl = parser.add_mutually_exclusive_group(required=True)
+    verl.add_argument("--verl", help="git directory of a verl mirror (read at --verl-rev)")
+    verl.add_argument("--verl-wheel", type=Path, help="verl's wheel as PyPI serves it (verl-X-py3-none-any.whl)")
     parser.add_argument("--verl-rev", default="v0.7.0")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
@@ -146,9 +163,12 @@ def main() -> None:
         commit = resolve(args.openrlhf, rev)
         snapshot[key] = {"source": f"OpenRLHF/OpenRLHF@{commit}:{OPENRLHF_PATH}", "revision": rev,
                          "flags": argparse_flags(git(args.openrlhf, "show", f"{commit}:{OPENRLHF_PATH}"))}
-    commit = resolve(args.verl, args.verl_rev)
-    snapshot["verl"] = {"source": f"volcengine/verl@{commit}:{VERL_PATH}", "revision": args.verl_rev,
-                        "keys": yaml_keys(git(args.verl, "show", f"{commit}:{VERL_PATH}"))}
+    if args.verl_wheel:
+        snapshot["verl"] = verl_from_wheel(args.verl_wheel)
+    else:
+        commit = resolve(args.verl, args.verl_rev)
+        snapshot["verl"] = {"source": f"volcengine/verl@{commit}:{VERL_PATH}", "revision": args.verl_rev,
+                            "keys": yaml_keys(git(args.verl, "show", f"{commit}:{VERL_PATH}"))}
     snapshot["trl"] = trl_names()
     args.out.write_text(json.dumps(snapshot, indent=1) + "\n")
     counts = {k: len(v.get("flags") or v.get("keys") or v.get("fields")) for k, v in snapshot.items()}
