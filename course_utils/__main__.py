@@ -69,6 +69,12 @@ def cmd_export(argv: list[str]) -> None:
     engines.main(argv)
 
 
+def cmd_translate(argv: list[str]) -> None:
+    from course_utils.machinery import translations
+
+    translations.main(argv)
+
+
 def cmd_figures(argv: list[str]) -> None:
     from course_utils.lesson_aids import figures
 
@@ -108,6 +114,8 @@ COMMANDS = {
     "bench": ("speed and memory, ours vs TRL, as JSON", cmd_bench),
     "bench-learning": ("does a preset learn? seeds x a training-time budget", cmd_bench_learning),
     "export": ("write the tasks, the checker and a preset for another engine: export verl --out DIR", cmd_export),
+    "translate": ("the Korean lessons: merge notebooks/translations/ko/*.yaml into notebooks/ko/ (--check: drift, for CI)",
+                  cmd_translate),
     "figures": ("regenerate figures/", cmd_figures),
     "glossary": ("print the English-Korean glossary (--readme: rewrite README's table)", cmd_glossary),
     "clean-notebooks": ("strip execution timestamps from notebooks/ (--check: only report, for CI)",

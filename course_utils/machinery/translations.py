@@ -1,0 +1,776 @@
+"""The lessons in another language: a translations file per lesson, merged into the English notebook.
+
+One source of truth for code. A translated notebook (``notebooks/ko/week01_four_models.ipynb``) is
+never edited by hand: it is the English notebook with its markdown cells replaced and, in the quiz
+cells, the English string literals (questions, options, feedback, hints, checklist items) replaced
+by translated ones. Every other code cell, and every output, is the English notebook's.
+
+The translations file (``notebooks/translations/ko/week01_four_models.yaml``) is keyed by the
+English cell id (nbformat 4.5). Each entry records the SHA-256 of the English cell source it
+translates, so a changed English cell is caught (the drift check, ``translate --check`` and
+``tests/test_translations.py``)::
+
+    notebook: week01_four_models.ipynb
+    language: ko
+    cells:
+      "9f0fe159":                       # a markdown cell: the whole translated cell
+        source_sha256: "5be0..."
+        markdown: |-
+          ## 1. 네 모델, 네 가지 역할
+          ...
+      "e9e3e34e":                       # a quiz cell: English literal -> translated literal
+        source_sha256: "0c41..."
+        strings:
+          - en: "Why is the reward model frozen while PPO trains the policy?"
+            ko: "PPO가 정책을 학습하는 동안 보상 모델을 고정해 두는 이유는 무엇일까요?"
+
+YAML, not JSON, because a translator reads and reviews whole markdown cells: a block scalar keeps
+them as they are written, one line per line, where JSON would put each cell on one line full of
+``\\n`` and ``\\"``. An f-string is written as its template, placeholders and all
+(``"rank {lora.rank} adds {q_proj_lora:,} parameters"``); the translation must use the same
+placeholders. An entry whose ``source_sha256`` is empty is translated but not yet stamped.
+
+A quiz cell's output is the quiz rendered again from the translated cell through
+``lesson_aids.quiz``'s classes (the translated question also decides the option order), without a
+kernel: the arguments a quiz shows are literals, and an f-string's placeholders take the values
+the English output shows for them. Its saved widget view is dropped (it would show the English
+widget); the text and HTML views remain.
+
+    python -m course_utils translate                   # write notebooks/ko/*.ipynb, report drift
+    python -m course_utils translate --check           # CI: exit 1 naming every stale cell
+    python -m course_utils translate --stamp week01_four_models 9f0fe159   # translation updated
+    python -m course_utils translate --skeleton week06a_sft_warm_up         # start a new lesson
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import hashlib
+import inspect
+import io
+import json
+import re
+import sys
+import tokenize
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+import yaml
+
+from course_utils.machinery import notebook_clean
+from course_utils.machinery.paths import NOTEBOOKS_DIR
+
+LANGUAGE = "ko"
+QUIZ_CALLS = ("MultipleChoice", "MultiSelect", "NumericAnswer", "Quiz", "checklist", "Checklist")
+"""Calls that make a code cell a quiz cell: its string literals are translated."""
+SHOWN_ARGS = {"MultipleChoice": ("question", "options"), "MultiSelect": ("question", "options"),
+              "NumericAnswer": ("question",), "Quiz": ("title", "questions"),
+              "checklist": ("items", "title"), "Checklist": ("items", "title")}
+"""The arguments whose text a quiz shows (its output); the others (feedback, hints) show when checked."""
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+LINE_WIDTH = 110
+"""Display columns (a Hangul syllable is two) past which a translated literal is split into pieces."""
+
+
+def translations_dir(notebooks_dir: Path = NOTEBOOKS_DIR, language: str = LANGUAGE) -> Path:
+    return Path(notebooks_dir) / "translations" / language
+
+
+def output_dir(notebooks_dir: Path = NOTEBOOKS_DIR, language: str = LANGUAGE) -> Path:
+    return Path(notebooks_dir) / language
+
+
+def source_sha256(cell) -> str:
+    """SHA-256 of a cell's source text (a list of lines is joined first, as Jupyter shows it)."""
+    source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------
+# The translations file
+
+
+@dataclass
+class Entry:
+    """One translated cell: ``markdown`` (the whole cell) or ``strings`` ([(English, translation)])."""
+
+    source_sha256: str
+    markdown: str | None = None
+    strings: list[tuple[str, str]] | None = None
+
+
+@dataclass
+class Translations:
+    notebook: str
+    language: str
+    cells: dict[str, Entry] = field(default_factory=dict)
+
+
+def _entry(cell_id, raw, where: str) -> Entry:
+    if not isinstance(cell_id, str):
+        raise ValueError(f"{where}: cell id {cell_id!r} is not a string; quote it (\"{cell_id}\")")
+    if not isinstance(raw, dict) or set(raw) - {"source_sha256", "markdown", "strings"}:
+        raise ValueError(f"{where}: cell {cell_id} needs source_sha256 and one of markdown / strings, got {raw!r:.80}")
+    digest = raw.get("source_sha256") or ""
+    if ("markdown" in raw) == ("strings" in raw):
+        raise ValueError(f"{where}: cell {cell_id} needs exactly one of markdown / strings")
+    if "markdown" in raw:
+        if not isinstance(raw["markdown"], str):
+            raise ValueError(f"{where}: cell {cell_id}: markdown must be text")
+        return Entry(str(digest), markdown=raw["markdown"])
+    pairs = []
+    for item in raw["strings"] or []:
+        if not (isinstance(item, dict) and set(item) == {"en", "ko"} and all(isinstance(v, str) for v in item.values())):
+            raise ValueError(f"{where}: cell {cell_id}: each string is {{en: ..., ko: ...}}, got {item!r:.80}")
+        pairs.append((item["en"], item["ko"]))
+    return Entry(str(digest), strings=pairs)
+
+
+def load_translations(path: Path) -> Translations:
+    """Read and check one translations file; a malformed one is a ValueError naming the file and cell."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        raise ValueError(f"{path} is not valid YAML ({' '.join(str(error).split())[:160]})") from None
+    if not isinstance(raw, dict) or not {"notebook", "language", "cells"} <= set(raw):
+        raise ValueError(f"{path}: needs the keys notebook, language and cells")
+    cells = {cell_id: _entry(cell_id, entry, str(path)) for cell_id, entry in (raw["cells"] or {}).items()}
+    return Translations(str(raw["notebook"]), str(raw["language"]), cells)
+
+
+def _yaml_text(value: str, indent: str) -> str:
+    """``value`` as a YAML scalar: a literal block (``|``) for text of several lines when that keeps it
+    exactly, else a double-quoted string (JSON's escapes are YAML's)."""
+    quoted = json.dumps(value, ensure_ascii=False)
+    if "\n" not in value.rstrip("\n") or "\t" in value or "\r" in value or value.startswith(" "):
+        return quoted
+    body = value.rstrip("\n")
+    chomp = {0: "-", 1: ""}.get(len(value) - len(body), "+")
+    lines = (body if chomp != "+" else value[:-1]).split("\n")
+    block = f"|{chomp}\n" + "\n".join(f"{indent}{line}" if line else "" for line in lines)
+    try:
+        exact = yaml.safe_load(f"k: {block}\n")["k"] == value
+    except yaml.YAMLError:
+        exact = False
+    return block if exact else quoted
+
+
+def dump_translations(t: Translations) -> str:
+    """The canonical text of a translations file (what ``--stamp`` and ``--skeleton`` write)."""
+    out = [f"notebook: {json.dumps(t.notebook)}", f"language: {json.dumps(t.language)}", "cells:"]
+    for cell_id, e in t.cells.items():
+        out += [f"  {json.dumps(cell_id)}:", f"    source_sha256: {json.dumps(e.source_sha256)}"]
+        if e.markdown is not None:
+            out.append(f"    markdown: {_yaml_text(e.markdown, ' ' * 6)}")
+        else:
+            out.append("    strings:" + ("" if e.strings else " []"))
+            for en, ko in e.strings:
+                out += [f"      - en: {_yaml_text(en, ' ' * 10)}", f"        ko: {_yaml_text(ko, ' ' * 10)}"]
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# String literals of a quiz cell
+
+
+def _parseable(source: str) -> str:
+    """The cell source with IPython magics (``%matplotlib``, ``!pip``) blanked, same length per line."""
+    return "\n".join(" " * len(line) if line.lstrip().startswith(("%", "!")) else line for line in source.split("\n"))
+
+
+def is_quiz_cell(cell) -> bool:
+    """A code cell that builds a quiz or a checklist (a call to one of ``QUIZ_CALLS``)."""
+    if cell["cell_type"] != "code":
+        return False
+    try:
+        tree = ast.parse(_parseable(_text(cell["source"])))
+    except SyntaxError:
+        return False
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in QUIZ_CALLS
+               for n in ast.walk(tree))
+
+
+def _text(source) -> str:
+    return source if isinstance(source, str) else "".join(source)
+
+
+def _field_key(node: ast.FormattedValue, source: str) -> str:
+    """A placeholder as written: ``{expr!r:spec}`` with the expression's own source text."""
+    conversion = {-1: "", 115: "!s", 114: "!r", 97: "!a"}[node.conversion]
+    spec = f":{_template(node.format_spec, source)}" if node.format_spec is not None else ""
+    return "{" + ast.get_source_segment(source, node.value) + conversion + spec + "}"
+
+
+def _template(node: ast.JoinedStr, source: str) -> str:
+    """An f-string's template: its literal text with braces doubled, its placeholders as written."""
+    return "".join(part.value.replace("{", "{{").replace("}", "}}") if isinstance(part, ast.Constant)
+                   else _field_key(part, source) for part in node.values)
+
+
+@dataclass
+class Literal:
+    """A string literal of a cell (implicitly concatenated pieces count as one)."""
+
+    start: int           # character offsets into the source
+    end: int
+    key: str             # its value; for an f-string, its template
+    is_f: bool
+    column: int          # the column it starts at
+    in_brackets: bool    # inside (), [] or {}: it may be split over lines
+    in_quiz: bool        # an argument of a quiz call: text a learner reads, not data the code uses
+
+
+def _offsets(source: str):
+    starts, total = [], 0
+    for line in source.split("\n"):
+        starts.append(total)
+        total += len(line) + 1
+    lines = source.split("\n")
+
+    def char_offset(lineno: int, byte_col: int) -> int:
+        return starts[lineno - 1] + len(lines[lineno - 1].encode("utf-8")[:byte_col].decode("utf-8"))
+    return char_offset
+
+
+def _bracket_depths(source: str) -> dict[tuple[int, int], int]:
+    """Bracket depth at the start of every string token, by (line, character column)."""
+    depth, depths = 0, {}
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.OP and tok.string in "([{":
+            depth += 1
+        elif tok.type == tokenize.OP and tok.string in ")]}":
+            depth -= 1
+        elif tok.type == tokenize.STRING:
+            depths[tok.start] = depth
+    return depths
+
+
+def string_literals(source: str) -> list[Literal]:
+    """Every top-level string literal of ``source`` (not the pieces inside an f-string), in order."""
+    parseable = _parseable(source)
+    tree, char_offset, depths = ast.parse(parseable), _offsets(parseable), _bracket_depths(parseable)
+    found: list[Literal] = []
+
+    def visit(node, in_quiz: bool):
+        is_f = isinstance(node, ast.JoinedStr)
+        if is_f or (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+            start = char_offset(node.lineno, node.col_offset)
+            column = start - char_offset(node.lineno, 0)
+            key = _template(node, parseable) if is_f else node.value
+            found.append(Literal(start, char_offset(node.end_lineno, node.end_col_offset), key, is_f, column,
+                                 depths.get((node.lineno, column), 0) > 0, in_quiz))
+            return  # the parts of an f-string are not literals of their own
+        in_quiz = in_quiz or (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                              and node.func.id in QUIZ_CALLS)
+        for child in ast.iter_child_nodes(node):
+            visit(child, in_quiz)
+
+    visit(tree, False)
+    return sorted(found, key=lambda lit: lit.start)
+
+
+def _placeholders(template: str) -> list[str]:
+    """The ``{...}`` fields of an f-string template (``{{`` and ``}}`` are literal braces)."""
+    fields, i = [], 0
+    while i < len(template):
+        if template.startswith(("{{", "}}"), i):
+            i += 2
+        elif template[i] == "{":
+            depth, j = 0, i
+            while j < len(template):
+                depth += {"{": 1, "}": -1}.get(template[j], 0)
+                if depth == 0:
+                    break
+                j += 1
+            fields.append(template[i:j + 1])
+            i = j + 1
+        else:
+            i += 1
+    return fields
+
+
+def _segments(template: str, is_f: bool) -> list[tuple[str, bool]]:
+    """``template`` cut into (text, is_placeholder) pieces, literal text split after each space."""
+    pieces, rest = [], template
+    for placeholder in (_placeholders(template) if is_f else []):
+        before, _, rest = rest.partition(placeholder)
+        pieces += [(word, False) for word in re.findall(r"[^ ]* *", before) if word] + [(placeholder, True)]
+    return pieces + [(word, False) for word in re.findall(r"[^ ]* *", rest) if word]
+
+
+def _quote(text: str, is_f: bool) -> str:
+    """One Python literal for ``text`` (an f-string template when ``is_f``)."""
+    fields = "".join(_placeholders(text)) if is_f else ""
+    quote = '"' if '"' not in fields else "'"
+    if quote in fields:
+        raise ValueError(f"a placeholder uses both quote characters: {text!r}")
+    escaped = (text.replace("\\", "\\\\").replace(quote, "\\" + quote).replace("\n", "\\n")
+               .replace("\r", "\\r").replace("\t", "\\t"))
+    if is_f:  # placeholders are code: put them back as written
+        for placeholder in _placeholders(text):
+            escaped = escaped.replace(placeholder.replace(quote, "\\" + quote), placeholder, 1)
+    return ("f" if is_f else "") + quote + escaped + quote
+
+
+def _width(text: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def literal_code(text: str, is_f: bool, column: int, in_brackets: bool) -> str:
+    """Python code for the literal ``text``, split into implicitly concatenated pieces at spaces
+    (one per line, aligned at ``column``) when inside brackets and wider than ``LINE_WIDTH``."""
+    whole = _quote(text, is_f and bool(_placeholders(text)))
+    if not in_brackets or column + _width(whole) <= LINE_WIDTH:
+        return whole
+    lines, current = [], []
+    for piece in _segments(text, is_f):
+        candidate = "".join(t for t, _ in current + [piece])
+        if current and column + _width(candidate) + 3 > LINE_WIDTH:
+            lines.append(current)
+            current = []
+        current.append(piece)
+    lines.append(current)
+    code = []
+    for pieces in lines:
+        chunk = "".join(t for t, _ in pieces)
+        has_field = any(is_field for _, is_field in pieces)
+        if is_f and not has_field:
+            chunk = chunk.replace("{{", "{").replace("}}", "}")
+        code.append(_quote(chunk, is_f and has_field))
+    return ("\n" + " " * column).join(code)
+
+
+def translate_code(source: str, strings: list[tuple[str, str]], strict: bool = True) -> str:
+    """``source`` with every literal whose value (f-string: template) is an English key of
+    ``strings`` replaced by its translation; the rest of the code is left as written.
+
+    ``strict``: an English string that is not in the source, or a translated f-string whose
+    placeholders differ from the English ones, is a ValueError (a translator's slip); otherwise
+    such strings are skipped (a cell whose English changed since it was translated).
+    """
+    table = dict(strings)
+    literals = [lit for lit in string_literals(source) if lit.in_quiz]  # data the code reads stays as it is
+    if strict:
+        unknown = [en for en in table if en not in {lit.key for lit in literals}]
+        if unknown:
+            raise ValueError(f"no string literal {unknown[0]!r:.90} among the cell's quiz texts (check the en: text)")
+    out, last = [], 0
+    for lit in literals:
+        korean = table.get(lit.key)
+        if korean is None:
+            continue
+        if lit.is_f and sorted(set(_placeholders(korean))) != sorted(set(_placeholders(lit.key))):
+            if strict:
+                raise ValueError(f"the translation of {lit.key!r:.70} must use the placeholders "
+                                 f"{sorted(set(_placeholders(lit.key)))}, got {sorted(set(_placeholders(korean)))}")
+            continue
+        out += [source[last:lit.start], literal_code(korean, lit.is_f, lit.column, lit.in_brackets)]
+        last = lit.end
+    return "".join(out) + source[last:]
+
+
+def prose_literals(source: str) -> list[str]:
+    """The texts to translate in a quiz cell: literals passed to a quiz call that read as prose (a
+    space and a letter; option labels and ``units`` do not). Literals elsewhere in the cell are data
+    the code reads, and are never translated."""
+    return list(dict.fromkeys(lit.key for lit in string_literals(source)
+                              if lit.in_quiz and " " in lit.key.strip() and re.search(r"[A-Za-z]", lit.key)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering a quiz cell's output without a kernel
+
+
+class _Unknown:
+    """A value that only a kernel running the lesson would know (a computed number)."""
+
+
+UNKNOWN = _Unknown()
+
+
+class _Renderer:
+    """Builds the quiz objects of one cell from its source, as the cell would, without running the
+    lesson: literals are literal, an f-string is filled with the placeholder values ``shown``
+    (placeholder -> text, read from the English output), and everything else is UNKNOWN."""
+
+    def __init__(self, source: str, shown: dict[str, str], complete: bool = True):
+        self.source, self.shown, self.complete, self.env = _parseable(source), shown, complete, {}
+
+    def value(self, node, required: bool):
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.JoinedStr):
+            template = _template(node, self.source)
+            missing = [p for p in _placeholders(template) if p not in self.shown]
+            if missing and required and self.complete:
+                raise ValueError(f"cannot show {template!r:.80}: the English output shows no value for {missing[0]}")
+            text = template
+            for placeholder in _placeholders(template):
+                text = text.replace(placeholder, self.shown.get(placeholder, placeholder), 1)
+            return text.replace("{{", "{").replace("}}", "}")
+        if isinstance(node, (ast.List, ast.Tuple)):
+            return [self.value(item, required) for item in node.elts]
+        if isinstance(node, ast.Dict):
+            return {self.value(k, required): self.value(v, required) for k, v in zip(node.keys, node.values)}
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+            return -node.operand.value
+        if isinstance(node, ast.Name):
+            return self.env.get(node.id, UNKNOWN)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in QUIZ_CALLS:
+            return self.build(node)
+        return UNKNOWN
+
+    def build(self, call: ast.Call):
+        """One quiz object through the public classes of ``lesson_aids.quiz``."""
+        from course_utils.lesson_aids import quiz
+
+        name = call.func.id
+        parameters = list(inspect.signature(getattr(quiz, name)).parameters)
+        given = dict(zip(parameters, call.args)) | {k.arg: k.value for k in call.keywords}
+        kwargs = {k: self.value(node, required=k in SHOWN_ARGS[name]) for k, node in given.items()}
+        # An answer key computed by the lesson is not shown (only check() reads it): a stand-in will do.
+        if name == "NumericAnswer" and _has_unknown(kwargs.get("answer")):
+            kwargs["answer"] = 0.0
+        for key in ("answer", "answers"):
+            if name in ("MultipleChoice", "MultiSelect") and key in kwargs and _has_unknown(kwargs[key]) \
+                    and not _has_unknown(kwargs.get("options")):
+                first = next(iter(kwargs["options"])) if isinstance(kwargs["options"], dict) else "a"
+                kwargs[key] = first if key == "answer" else [first]
+        if any(_has_unknown(kwargs.get(k)) for k in SHOWN_ARGS[name]):
+            raise ValueError(f"{name}(...) in line {call.lineno}: what it shows is computed by the lesson; "
+                             "only literals and f-strings of shown values can be rendered")
+        kwargs = {k: v for k, v in kwargs.items() if not _has_unknown(v)}
+        return getattr(quiz, name)(**kwargs)
+
+    def displayed(self):
+        """The object the cell's last expression displays (None when the cell displays nothing)."""
+        body = ast.parse(self.source).body
+        for statement in body:
+            if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and \
+                    isinstance(statement.targets[0], ast.Name):
+                try:
+                    self.env[statement.targets[0].id] = self.value(statement.value, required=False)
+                except ValueError:
+                    self.env[statement.targets[0].id] = UNKNOWN
+        last = body[-1] if body else None
+        if isinstance(last, ast.Expr):
+            value = self.value(last.value, required=True)
+            return None if value is UNKNOWN else value
+        return None
+
+
+def _has_unknown(value) -> bool:
+    if value is UNKNOWN:
+        return True
+    if isinstance(value, dict):
+        return any(_has_unknown(v) for v in value.values())
+    return isinstance(value, list) and any(_has_unknown(v) for v in value)
+
+
+def shown_values(english_source: str, english_text: str) -> dict[str, str]:
+    """Placeholder -> the text it rendered to, for each f-string of the cell whose rendered line
+    appears in the English output (a question, an option, a title)."""
+    values: dict[str, str] = {}
+    for lit in string_literals(english_source):
+        placeholders = _placeholders(lit.key) if lit.is_f else []
+        if not placeholders:
+            continue
+        parts = re.split("(" + "|".join(map(re.escape, placeholders)) + ")", lit.key)
+        pattern = "".join("(.*?)" if i % 2 else re.escape(part.replace("{{", "{").replace("}}", "}"))
+                          for i, part in enumerate(parts))
+        match = re.search(pattern + "$", english_text, flags=re.MULTILINE)
+        if match:
+            for placeholder, text in zip(parts[1::2], match.groups()):
+                if values.setdefault(placeholder, text) != text:
+                    raise ValueError(f"the English output shows {placeholder} as both {values[placeholder]!r} and {text!r}")
+    return values
+
+
+def render_quiz(source: str, shown: dict[str, str], complete: bool = True):
+    """The quiz object (or checklist) a quiz cell displays, built from its source; None if none.
+
+    ``complete``: a shown f-string needs a value for every placeholder (the cell's output); with
+    False a placeholder without one stays as written (enough to check() the texts headless)."""
+    return _Renderer(source, shown, complete).displayed()
+
+
+def _display_data(obj) -> dict:
+    from IPython.core.formatters import DisplayFormatter
+
+    data, _ = DisplayFormatter().format(obj)
+    return data
+
+
+# ---------------------------------------------------------------------------------------------
+# Merge and drift
+
+
+def translatable(cell) -> bool:
+    return cell["cell_type"] == "markdown" or is_quiz_cell(cell)
+
+
+@dataclass
+class DriftReport:
+    """Where a translation and its English notebook disagree (all lists of cell ids)."""
+
+    notebook: str
+    stale: list[str] = field(default_factory=list)         # English changed since it was translated
+    missing: list[str] = field(default_factory=list)       # translatable cells with no translation
+    orphaned: list[str] = field(default_factory=list)      # translations of cells that no longer exist
+    unstamped: list[str] = field(default_factory=list)     # translated, source_sha256 not recorded yet
+    untranslated: list[tuple[str, str]] = field(default_factory=list)  # (cell, English prose literal)
+    first_lines: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.stale or self.missing or self.orphaned or self.unstamped or self.untranslated)
+
+    def lines(self) -> list[str]:
+        """One line per problem, naming the notebook, the cell and what to do."""
+        name, stem = self.notebook, Path(self.notebook).stem
+        where = lambda c: f"{name}: cell {c} ({self.first_lines.get(c, '')!r:.60})"  # noqa: E731
+        out = [f"{where(c)} changed in English since it was translated: update its translation, then "
+               f"`python -m course_utils translate --stamp {stem} {c}`" for c in self.stale]
+        out += [f"{where(c)} has no translation: add it to the translations file" for c in self.missing]
+        out += [f"{name}: cell {c} no longer exists in English: remove its translation" for c in self.orphaned]
+        out += [f"{where(c)} is translated but not stamped: `python -m course_utils translate --stamp {stem} {c}`"
+                for c in self.unstamped]
+        out += [f"{where(c)}: the string {s!r:.70} is not translated" for c, s in self.untranslated]
+        return out
+
+
+def drift(english_nb, t: Translations) -> DriftReport:
+    """Compare a translation with the current English notebook."""
+    report = DriftReport(t.notebook)
+    cells = {cell["id"]: cell for cell in english_nb["cells"]}
+    for cell_id, cell in cells.items():
+        report.first_lines[cell_id] = next((ln.strip() for ln in _text(cell["source"]).split("\n") if ln.strip()), "")
+        entry = t.cells.get(cell_id)
+        if not translatable(cell):
+            if entry is not None:
+                report.stale.append(cell_id)
+            continue
+        kind_ok = entry is not None and (entry.markdown is not None) == (cell["cell_type"] == "markdown")
+        if entry is None or (entry.markdown is not None and not entry.markdown.strip()):
+            report.missing.append(cell_id)
+        elif not kind_ok:
+            report.stale.append(cell_id)
+        elif not entry.source_sha256:
+            report.unstamped.append(cell_id)
+        elif entry.source_sha256 != source_sha256(cell):
+            report.stale.append(cell_id)
+        elif entry.strings is not None:
+            done = {en for en, ko in entry.strings if ko}
+            report.untranslated += [(cell_id, s) for s in prose_literals(_text(cell["source"])) if s not in done]
+    report.orphaned = [c for c in t.cells if c not in cells]
+    return report
+
+
+def _prune_widget_state(nb) -> None:
+    """Keep only the saved widget models that a remaining widget view still reaches."""
+    state = nb.get("metadata", {}).get("widgets", {}).get(WIDGET_STATE, {}).get("state")
+    if state is None:
+        return
+    todo = [o["data"][WIDGET_VIEW]["model_id"] for c in nb["cells"] for o in c.get("outputs", [])
+            if WIDGET_VIEW in o.get("data", {})]
+    keep = set()
+    while todo:
+        model_id = todo.pop()
+        if model_id in keep or model_id not in state:
+            continue
+        keep.add(model_id)
+        todo += re.findall(r"IPY_MODEL_([0-9a-f]+)", json.dumps(state[model_id]))
+    nb["metadata"]["widgets"][WIDGET_STATE]["state"] = {k: v for k, v in state.items() if k in keep}
+
+
+def _merge_quiz_cell(cell, entry: Entry, current: bool) -> None:
+    english = _text(cell["source"])
+    korean = translate_code(english, [(en, ko) for en, ko in entry.strings if ko], strict=current)
+    cell["source"] = korean
+    for output in cell.get("outputs", []):
+        if output.get("output_type") != "execute_result":
+            continue
+        data = output["data"]
+        shown = shown_values(english, _text(data.get("text/plain", "")))
+        obj = render_quiz(korean, shown)
+        if obj is None:
+            raise ValueError(f"cell {cell['id']}: its output is not a quiz this module can render again")
+        output["data"] = {k: v for k, v in _display_data(obj).items() if k in ("text/plain", "text/html")}
+
+
+def merge(english_nb, t: Translations):
+    """The translated notebook: ``english_nb`` (not changed) with the translations of ``t`` merged in.
+
+    Cells keep their ids, code and outputs; markdown cells take their translation, quiz cells their
+    translated literals and a re-rendered output. A cell without a translation stays English, and a
+    stale one (its English changed since) keeps its old translation: ``drift`` reports both.
+    """
+    nb = copy.deepcopy(english_nb)
+    for cell in nb["cells"]:
+        entry = t.cells.get(cell.get("id"))
+        if entry is None or not translatable(cell):
+            continue
+        current = entry.source_sha256 in ("", source_sha256(cell))
+        if cell["cell_type"] == "markdown" and entry.markdown is not None and entry.markdown.strip():
+            cell["source"] = entry.markdown
+        elif cell["cell_type"] == "code" and entry.strings is not None:
+            _merge_quiz_cell(cell, entry, current)
+    _prune_widget_state(nb)
+    notebook_clean.clean_notebook(nb)  # no execution timestamps, whatever state the English one is in
+    nb["metadata"]["translation"] = {
+        "language": t.language, "english": f"../{t.notebook}",
+        "generated_by": "python -m course_utils translate (edit the translations file, not this notebook)",
+        "translations": f"../translations/{t.language}/{Path(t.notebook).stem}.yaml"}
+    return nbformat.from_dict(nb)
+
+
+def notebook_text(nb) -> str:
+    """The repository's notebook layout (nbformat's, indent 1, UTF-8 kept, final newline)."""
+    return nbformat.writes(nbformat.from_dict(nb)) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Files and the command line
+
+
+@dataclass
+class Lesson:
+    """One translated lesson: its translations file, English notebook and generated notebook."""
+
+    translations_file: Path
+    english: Path
+    generated: Path
+
+    @property
+    def name(self) -> str:
+        return self.english.name
+
+
+def lessons(notebooks_dir: Path = NOTEBOOKS_DIR, language: str = LANGUAGE, only=()) -> list[Lesson]:
+    """The lessons that have a translations file (all of them, or the ``only`` ones by name)."""
+    folder = translations_dir(notebooks_dir, language)
+    files = sorted(folder.glob("*.yaml"))
+    wanted = {Path(n).stem for n in only}
+    unknown = wanted - {f.stem for f in files}
+    if unknown:
+        raise ValueError(f"no translations file {folder / (sorted(unknown)[0] + '.yaml')}; "
+                         f"start one with `python -m course_utils translate --skeleton {sorted(unknown)[0]}`")
+    return [Lesson(f, Path(notebooks_dir) / f"{f.stem}.ipynb", output_dir(notebooks_dir, language) / f"{f.stem}.ipynb")
+            for f in files if not wanted or f.stem in wanted]
+
+
+def read_english(lesson: Lesson):
+    if not lesson.english.is_file():
+        raise ValueError(f"{lesson.translations_file} translates {lesson.english}, which does not exist; "
+                         "rename or delete the translations file")
+    return nbformat.read(lesson.english, as_version=4)
+
+
+def check(notebooks_dir: Path = NOTEBOOKS_DIR, language: str = LANGUAGE, only=()) -> list[str]:
+    """Every problem, one line each: stale, missing and orphaned translations, and generated
+    notebooks that differ from the merge (edited by hand, or not regenerated)."""
+    problems = []
+    for lesson in lessons(notebooks_dir, language, only):
+        english, t = read_english(lesson), load_translations(lesson.translations_file)
+        problems += drift(english, t).lines()
+        text = notebook_text(merge(english, t))
+        if not lesson.generated.is_file() or lesson.generated.read_text(encoding="utf-8") != text:
+            problems.append(f"{lesson.generated} is not the merge of {lesson.english.name} and its translations: "
+                            "run `python -m course_utils translate` (never edit it by hand)")
+    return problems
+
+
+def write(notebooks_dir: Path = NOTEBOOKS_DIR, language: str = LANGUAGE, only=()) -> list[str]:
+    """Write every translated notebook; return the drift lines (written anyway: a stale cell keeps
+    its old translation, a missing one stays English)."""
+    problems = []
+    for lesson in lessons(notebooks_dir, language, only):
+        english, t = read_english(lesson), load_translations(lesson.translations_file)
+        problems += drift(english, t).lines()
+        lesson.generated.parent.mkdir(parents=True, exist_ok=True)
+        text = notebook_text(merge(english, t))
+        if not lesson.generated.is_file() or lesson.generated.read_text(encoding="utf-8") != text:
+            lesson.generated.write_text(text, encoding="utf-8")
+        print(f"{lesson.generated}")
+    return problems
+
+
+def stamp(name: str, cell_ids=(), notebooks_dir: Path = NOTEBOOKS_DIR, language: str = LANGUAGE) -> list[str]:
+    """Record the current English hash for ``cell_ids`` (their translations were brought up to
+    date), or for every entry with an empty hash when none are named. Returns the stamped ids."""
+    lesson = lessons(notebooks_dir, language, [name])[0]
+    english, t = read_english(lesson), load_translations(lesson.translations_file)
+    cells = {cell["id"]: cell for cell in english["cells"]}
+    ids = list(cell_ids) or [c for c, e in t.cells.items() if not e.source_sha256]
+    for cell_id in ids:
+        if cell_id not in t.cells or cell_id not in cells:
+            raise ValueError(f"cell {cell_id} is not in both {lesson.translations_file.name} and {lesson.english.name}")
+        entry = t.cells[cell_id]
+        if entry.strings is not None:  # a translator's slip shows now, not in CI
+            translate_code(_text(cells[cell_id]["source"]), [(en, ko) for en, ko in entry.strings if ko])
+        entry.source_sha256 = source_sha256(cells[cell_id])
+    lesson.translations_file.write_text(dump_translations(t), encoding="utf-8")
+    return ids
+
+
+def skeleton(name: str, notebooks_dir: Path = NOTEBOOKS_DIR, language: str = LANGUAGE) -> Path:
+    """Start a translations file for a lesson: every translatable cell with an empty translation
+    (quiz cells list their English prose literals)."""
+    english_path = Path(notebooks_dir) / f"{Path(name).stem}.ipynb"
+    target = translations_dir(notebooks_dir, language) / f"{english_path.stem}.yaml"
+    if not english_path.is_file():
+        raise ValueError(f"no English notebook {english_path}")
+    if target.exists():
+        raise ValueError(f"{target} exists already; edit it instead")
+    english = nbformat.read(english_path, as_version=4)
+    t = Translations(english_path.name, language)
+    for cell in english["cells"]:
+        if cell["cell_type"] == "markdown":
+            t.cells[cell["id"]] = Entry("", markdown="")
+        elif is_quiz_cell(cell):
+            t.cells[cell["id"]] = Entry("", strings=[(s, "") for s in prose_literals(_text(cell["source"]))])
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(dump_translations(t), encoding="utf-8")
+    return target
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m course_utils translate",
+        description="merge the translations files into the translated notebooks (notebooks/<language>/)")
+    parser.add_argument("notebooks", nargs="*", help="lesson names (default: every lesson with a translations file); "
+                        "with --stamp: the lesson, then its cell ids")
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 naming every stale, missing or "
+                        "orphaned translation and every generated notebook that is out of date (CI)")
+    parser.add_argument("--stamp", action="store_true", help="record the English hash of the named cells "
+                        "(default: of every entry with an empty hash) after updating their translations")
+    parser.add_argument("--skeleton", action="store_true", help="start a translations file for the named lesson")
+    parser.add_argument("--language", default=LANGUAGE)
+    parser.add_argument("--notebooks-dir", type=Path, default=NOTEBOOKS_DIR, help=argparse.SUPPRESS)  # tests
+    args = parser.parse_args(argv)
+    where = {"notebooks_dir": args.notebooks_dir, "language": args.language}
+    if args.stamp or args.skeleton:
+        if not args.notebooks:
+            raise ValueError("name the lesson, e.g. `translate --stamp week01_four_models 9f0fe159`")
+        if args.skeleton:
+            for name in args.notebooks:
+                print(skeleton(name, **where))
+            return
+        ids = stamp(args.notebooks[0], args.notebooks[1:], **where)
+        print(f"stamped {len(ids)} cell(s) of {args.notebooks[0]}: {' '.join(ids)}")
+        return
+    if args.check:
+        problems = check(only=args.notebooks, **where)
+        print("\n".join(problems) if problems else "translations: up to date")
+        if problems:
+            sys.exit(1)
+        return
+    problems = write(only=args.notebooks, **where)
+    if problems:
+        print("\n".join(["", "drift (the notebooks were written anyway):", *problems]))

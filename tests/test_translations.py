@@ -1,0 +1,332 @@
+"""The Korean lessons: translations merged into the English notebooks, and the drift check of CI.
+
+- every translated cell still translates the English cell it records (names the notebook and cells);
+- the drift check fails on a changed, a new or a removed English cell (on a copy in a temp folder);
+- notebooks/ko/*.ipynb are exactly the merge (nobody edits them by hand);
+- their code is the English code but for the quiz texts, their other outputs are the English ones;
+- their quizzes answer back in Korean, headless.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_utils.lesson_aids import quiz as quiz_module
+from course_utils.machinery import translations as tr
+
+LESSONS = tr.lessons()
+HANGUL = re.compile(r"[\uac00-\ud7a3]")
+
+
+def lesson_id(lesson: tr.Lesson) -> str:
+    return lesson.english.stem
+
+
+def english_and_translations(lesson: tr.Lesson):
+    return tr.read_english(lesson), tr.load_translations(lesson.translations_file)
+
+
+def test_weeks_one_to_five_are_translated():
+    assert [lesson_id(lesson) for lesson in LESSONS][:5] == [
+        "week01_four_models", "week02_rollouts", "week03_advantage", "week04_ratio_clipping", "week05_kl_shaping"]
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lesson_id)
+def test_every_translation_matches_its_english_cell(lesson):
+    """The CI drift check: an English cell changed since its translation, a cell without a
+    translation, or a translation of a cell that is gone fails here, naming the notebook and cells."""
+    problems = tr.drift(*english_and_translations(lesson)).lines()
+    assert not problems, "the Korean translation is behind the English lesson:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lesson_id)
+def test_the_korean_notebook_is_the_merge(lesson):
+    """notebooks/ko/ is generated: `python -m course_utils translate` writes it, nobody edits it."""
+    expected = tr.notebook_text(tr.merge(*english_and_translations(lesson)))
+    assert lesson.generated.is_file(), f"{lesson.generated} is missing: run `python -m course_utils translate`"
+    assert lesson.generated.read_text(encoding="utf-8") == expected, (
+        f"{lesson.generated} differs from the merge of {lesson.english.name} and {lesson.translations_file.name}: "
+        "run `python -m course_utils translate` (edit the translations file, never the Korean notebook)")
+
+
+def blank_strings(source: str) -> str:
+    """The cell's code with every string literal replaced by one placeholder."""
+    class Blank(ast.NodeTransformer):
+        def visit_Constant(self, node):
+            return ast.Constant("S") if isinstance(node.value, str) else node
+
+        def visit_JoinedStr(self, node):
+            return ast.Constant("S")
+
+    return ast.dump(Blank().visit(ast.parse(tr._parseable(source))))
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lesson_id)
+def test_one_source_of_truth_for_code(lesson):
+    """Same cells, same ids; code cells identical except the quiz texts; outputs identical except the
+    re-rendered quizzes."""
+    english = nbformat.read(lesson.english, as_version=4)
+    korean = nbformat.read(lesson.generated, as_version=4)
+    assert [c.id for c in korean.cells] == [c.id for c in english.cells]
+    for en, ko in zip(english.cells, korean.cells):
+        assert en.cell_type == ko.cell_type
+        if en.cell_type != "code":
+            continue
+        if tr.is_quiz_cell(en):
+            assert blank_strings(ko.source) == blank_strings(en.source), f"{lesson.name} cell {en.id}: code changed"
+            assert len(ko.outputs) == len(en.outputs)
+        else:
+            assert ko.source == en.source, f"{lesson.name} cell {en.id}: only quiz cells may differ"
+            assert ko.outputs == en.outputs, f"{lesson.name} cell {en.id}: outputs are the English notebook's"
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lesson_id)
+def test_quiz_outputs_are_rendered_as_a_kernel_would(lesson):
+    """The kernel-less rendering that makes the Korean quiz outputs gives, on the English cells,
+    exactly the outputs the executed English notebook holds (f-string values read from them)."""
+    for cell in tr.read_english(lesson).cells:
+        results = [o for o in cell.get("outputs", []) if o.output_type == "execute_result"]
+        if not tr.is_quiz_cell(cell) or not results:
+            continue
+        stored = tr._text(results[0].data["text/plain"])
+        rendered = tr._display_data(tr.render_quiz(cell.source, tr.shown_values(cell.source, stored)))
+        assert rendered["text/plain"] == stored, (
+            f"{lesson.name} cell {cell.id}: the stored quiz output differs from what lesson_aids.quiz renders "
+            "now; re-execute the English notebook (its output predates quiz.py), then translate")
+
+
+def quiz_questions(obj):
+    return list(obj.questions) if isinstance(obj, quiz_module.Quiz) else []
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lesson_id)
+def test_the_korean_quizzes_answer_back_in_korean(lesson):
+    """Build each quiz from the Korean notebook's cell source (lesson_aids.quiz's classes) and answer
+    it headless: what check() and hint() give back is the Korean text. A text may stay as in English
+    only where the translation kept it verbatim (a formula such as "r = π_new / π_old.")."""
+    english = {c.id: c for c in nbformat.read(lesson.english, as_version=4).cells}
+    korean = nbformat.read(lesson.generated, as_version=4)
+    checked = 0
+    for cell in korean.cells:
+        if not tr.is_quiz_cell(cell):
+            continue
+        kept = {lit.key for lit in tr.string_literals(english[cell.id].source)}
+
+        def assert_korean(text, where):
+            assert HANGUL.search(text) or text in kept, f"{where}: {text!r} is neither Korean nor kept verbatim"
+
+        results = [o for o in english[cell.id].outputs if o.output_type == "execute_result"]
+        shown = tr.shown_values(english[cell.id].source, tr._text(results[0].data["text/plain"])) if results else {}
+        obj = tr.render_quiz(cell.source, shown, complete=False)
+        where = f"{lesson.name} cell {cell.id}"
+        if isinstance(obj, quiz_module.Checklist):
+            for item in obj.items:
+                assert HANGUL.search(item), f"{where}: {item!r}"
+            continue
+        assert HANGUL.search(obj.title), f"{where}: the quiz title is not translated"
+        for q in quiz_questions(obj):
+            where = f"{lesson.name} cell {cell.id}: {q.question[:50]!r}"
+            assert HANGUL.search(q.question), where
+            assert_korean(q.hint(), where)  # (for a MultiSelect, hint() also makes check() name the options)
+            if isinstance(q, quiz_module.MultipleChoice):  # MultiSelect included
+                for label, text in q.options.items():
+                    assert_korean(text, where)
+                    if isinstance(q, quiz_module.MultiSelect):  # the right set, or it plus one false option
+                        feedback = q.check(sorted(q.answers | {label})).message
+                    else:
+                        feedback = q.check(label).message
+                    if label in q.feedback:
+                        assert_korean(q.feedback[label], where)
+                        assert q.feedback[label] in feedback, f"{where}, option {label}: {feedback!r}"
+            else:  # a computed answer key has a stand-in here (tr._Renderer): check the texts themselves
+                if q.explanation:
+                    assert_korean(q.explanation, where)
+                    assert q.explanation in q.check(q.answer).message
+                for text in (q.feedback_low, q.feedback_high, *(why for _, why in q.slips)):
+                    if text:
+                        assert_korean(text, where)
+            checked += 1
+        for output in cell.outputs:  # the rendered quiz is the Korean one
+            if output.output_type == "execute_result":
+                assert HANGUL.search(tr._text(output.data["text/plain"]).split("\n")[0]), where
+    assert checked, f"{lesson.name}: no quiz questions found"
+
+
+# ---------------------------------------------------------------------------------------------
+# The drift check itself, on a copy
+
+
+@pytest.fixture()
+def copied_lesson(tmp_path) -> tuple[Path, tr.Lesson]:
+    """Week 1 (English, translations, generated Korean) copied into a temp notebooks folder."""
+    lesson = LESSONS[0]
+    root = tmp_path / "notebooks"
+    (root / "translations" / "ko").mkdir(parents=True)
+    (root / "ko").mkdir()
+    shutil.copy(lesson.english, root / lesson.english.name)
+    shutil.copy(lesson.translations_file, root / "translations" / "ko" / lesson.translations_file.name)
+    shutil.copy(lesson.generated, root / "ko" / lesson.generated.name)
+    return root, tr.lessons(root)[0]
+
+
+def edit_english(lesson: tr.Lesson, change) -> None:
+    nb = nbformat.read(lesson.english, as_version=4)
+    change(nb)
+    lesson.english.write_text(tr.notebook_text(nb), encoding="utf-8")
+
+
+def first(nb, kind):
+    return next(c for c in nb.cells if (tr.is_quiz_cell(c) if kind == "quiz" else c.cell_type == kind))
+
+
+def test_the_drift_check_passes_on_the_copy_then_fails_on_a_changed_english_cell(copied_lesson, capsys):
+    root, lesson = copied_lesson
+    assert tr.check(root) == []  # the copy is in step: the failures below come from the edits
+    english = nbformat.read(lesson.english, as_version=4)
+    markdown_id, quiz_id = first(english, "markdown").id, first(english, "quiz").id
+
+    def change(nb):
+        first(nb, "markdown").source += "\n\nOne more English sentence."
+        cell = first(nb, "quiz")
+        cell.source = cell.source.replace("quiz = Quiz(", "quiz = Quiz(  # reworded\n    ", 1)
+
+    edit_english(lesson, change)
+    problems = tr.check(root)
+    stale = [p for p in problems if "changed in English" in p]
+    assert len(stale) == 2, problems
+    assert all(p.startswith(lesson.english.name) for p in stale)
+    assert any(f"cell {markdown_id} " in p for p in stale) and any(f"cell {quiz_id} " in p for p in stale)
+    assert any("is not the merge" in p for p in problems)  # the generated notebook is stale too
+    with pytest.raises(SystemExit) as exit_info:
+        tr.main(["--check", "--notebooks-dir", str(root)])
+    assert exit_info.value.code == 1
+    assert f"cell {markdown_id} " in capsys.readouterr().out
+
+
+def test_the_drift_check_names_new_and_removed_cells(copied_lesson):
+    root, lesson = copied_lesson
+    removed = first(nbformat.read(lesson.english, as_version=4), "markdown").id
+
+    def change(nb):
+        nb.cells = [c for c in nb.cells if c.id != removed]
+        nb.cells.append(nbformat.v4.new_markdown_cell("## A new English section", id="new-cell-1"))
+
+    edit_english(lesson, change)
+    report = tr.drift(tr.read_english(lesson), tr.load_translations(lesson.translations_file))
+    assert report.missing == ["new-cell-1"] and report.orphaned == [removed] and not report.stale
+
+
+def test_a_hand_edited_korean_notebook_fails_the_check(copied_lesson):
+    root, lesson = copied_lesson
+    lesson.generated.write_text(lesson.generated.read_text(encoding="utf-8").replace("정책", "정책!", 1),
+                                encoding="utf-8")
+    assert any("is not the merge" in p for p in tr.check(root))
+    tr.write(root)
+    assert tr.check(root) == []
+
+
+def test_stamp_records_the_new_english_hash_of_the_named_cell_only(copied_lesson):
+    root, lesson = copied_lesson
+    ids = [c.id for c in nbformat.read(lesson.english, as_version=4).cells if c.cell_type == "markdown"][:2]
+
+    def change(nb):
+        for cell in nb.cells:
+            if cell.id in ids:
+                cell.source += " (reworded)"
+
+    edit_english(lesson, change)
+    tr.stamp(lesson.english.stem, [ids[0]], notebooks_dir=root)
+    report = tr.drift(tr.read_english(lesson), tr.load_translations(lesson.translations_file))
+    assert report.stale == [ids[1]]
+
+
+def test_bad_input_is_one_clear_error(copied_lesson):
+    root, lesson = copied_lesson
+    with pytest.raises(ValueError, match="no translations file .*--skeleton"):
+        tr.main(["--check", "--notebooks-dir", str(root), "week99_nothing"])
+    with pytest.raises(ValueError, match="exists already"):
+        tr.main(["--skeleton", "--notebooks-dir", str(root), lesson.english.stem])
+    lesson.translations_file.write_text("notebook: x\nlanguage: ko\ncells:\n  12345678:\n    source_sha256: ''\n"
+                                        "    markdown: '## x'\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="quote it"):
+        tr.check(root)
+
+
+# ---------------------------------------------------------------------------------------------
+# The pieces
+
+
+QUIZ_CELL = '''# a comment stays as it is
+labels = {"a": "below the band"}   # data: never translated
+quiz = Quiz("Week 9 quiz", [
+    NumericAnswer(
+        f"The model has {hidden} hidden units and {n_layers} layers. How many parameters does one "
+        f"q_proj hold, with rank {lora['rank']}?",
+        answer=hidden * hidden, tol=0.5,
+        explanation=f"{hidden} x {hidden} = {hidden * hidden:,}.",
+        hint="inputs x outputs."),
+    MultipleChoice("Which is right?", {"a": "This one.", "b": "That one."}, answer="a",
+                   feedback={"a": "Yes: \\"this\\".", "b": "No."}),
+])
+quiz'''
+
+
+def test_translate_code_changes_only_the_translated_literals():
+    strings = [
+        ("The model has {hidden} hidden units and {n_layers} layers. How many parameters does one q_proj hold, "
+         "with rank {lora['rank']}?",
+         "이 모델의 은닉 유닛은 {hidden}개, 층은 {n_layers}개입니다. 랭크가 {lora['rank']}일 때 q_proj 하나에는 "
+         "파라미터가 몇 개 있을까요? 아주 길게 써서 줄을 나누어야 하는 한국어 문장입니다."),
+        ("{hidden} x {hidden} = {hidden * hidden:,}.", "{hidden} x {hidden} = {hidden * hidden:,}개."),
+        ('Yes: "this".', '맞습니다: "이것".'),
+        ("Which is right?", "어느 것이 맞을까요?"),
+    ]
+    korean = tr.translate_code(QUIZ_CELL, strings)
+    assert blank_strings(korean) == blank_strings(QUIZ_CELL)
+    assert korean.splitlines()[:2] == QUIZ_CELL.splitlines()[:2]
+    assert max(tr._width(line) for line in korean.splitlines()) <= tr.LINE_WIDTH
+    values = [n.value for n in ast.walk(ast.parse(korean)) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    assert '맞습니다: "이것".' in values and "below the band" in values
+    shown = {"{hidden}": "576", "{n_layers}": "30", "{lora['rank']}": "16"}
+    question = tr.render_quiz(korean, shown)[0]
+    assert question.question.startswith("이 모델의 은닉 유닛은 576개, 층은 30개입니다. 랭크가 16일 때")
+
+
+def test_translate_code_refuses_slips():
+    with pytest.raises(ValueError, match="placeholders"):
+        tr.translate_code(QUIZ_CELL, [("{hidden} x {hidden} = {hidden * hidden:,}.", "{hidden} x {hiden}")])
+    with pytest.raises(ValueError, match="no string literal"):
+        tr.translate_code(QUIZ_CELL, [("Not in the cell.", "없음")])
+    with pytest.raises(ValueError, match="no string literal"):  # data, not quiz text
+        tr.translate_code(QUIZ_CELL, [("below the band", "구간 아래")])
+
+
+def test_prose_literals_are_the_quiz_texts():
+    found = tr.prose_literals(QUIZ_CELL)
+    assert "below the band" not in found and "a" not in found
+    assert found[0] == "Week 9 quiz" and "hint" not in found and "inputs x outputs." in found
+
+
+def test_shown_values_are_read_from_the_english_output():
+    text = ("Week 9 quiz\n\nQuestion 1 (quiz[0]): The model has 576 hidden units and 30 layers. How many "
+            "parameters does one q_proj hold, with rank 16?\nAnswer in code: ...")
+    assert tr.shown_values(QUIZ_CELL, text) == {"{hidden}": "576", "{n_layers}": "30", "{lora['rank']}": "16"}
+
+
+def test_the_translations_file_round_trips(tmp_path):
+    t = tr.Translations("x.ipynb", "ko", {
+        "abc": tr.Entry("", markdown="## 제목\n\n본문 `code`: 끝\n  들여쓴 줄"),
+        "def": tr.Entry("f" * 64, markdown="한 줄"),
+        "ghi": tr.Entry("", strings=[("What? \"quoted\" {x}", "무엇? \"인용\" {x}"), ("a: b", "")]),
+    })
+    text = tr.dump_translations(t)
+    assert "markdown: |-\n      ## 제목" in text
+    path = tmp_path / "x.yaml"
+    path.write_text(text, encoding="utf-8")
+    assert tr.load_translations(path) == t
