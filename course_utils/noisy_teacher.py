@@ -75,10 +75,9 @@ def noisy_demonstrations(records: list, rate: float, style: str = "habit", seed:
     noisy: dict[int, str] = {}
     for family, indices in sorted(by_family.items()):
         order = sorted(indices, key=lambda i: random.Random(f"noise-{seed}-{records[i].id}").random())
+        habit = family_habit(family, seed) if style == "habit" else None
         for i in order[:round(rate * len(indices))]:  # a nested set: a higher rate only adds rows
-            options = labeler_mistakes(records[i])
-            kind = family_habit(family, seed) if style == "habit" else \
-                random.Random(f"kind-{seed}-{records[i].id}").choice(sorted(options))
+            kind = habit or random.Random(f"kind-{seed}-{records[i].id}").choice(sorted(labeler_mistakes(records[i])))
             noisy[i] = kind
     out = []
     for index, record in enumerate(records):

@@ -6,7 +6,8 @@ held-out pass rate per seed. Run from the repository root, nothing else running.
 Design (g), tasks no demonstration covers. Two families, lowercase_word and number_only, have no
 demonstrations; the other eight have theirs. Chosen on the VALIDATION split: a 200-demo warm-up without
 the demonstrations of lowercase_word, number_only and bracket_word answered them with pass@16 of 0.3,
-0.3 and 0.0 (16 samples of 10 validation prompts each; /tmp probe, numbers in ``notes``), so
+0.3 and 0.0 (16 samples of 10 validation prompts each; the probe ran in a temporary folder
+that was not kept, so "selection_on_validation" below copies its numbers from the session log), so
 bracket_word got its demonstrations back: with pass@16 = 0 PPO has nothing to reinforce there (lesson 6a).
 
     FAM="result_sum json_object comma_no_spaces yes_no_parity alphabetical_order count_words uppercase_word bracket_word"
