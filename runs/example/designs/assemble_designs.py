@@ -16,11 +16,13 @@ bracket_word got its demonstrations back: with pass@16 = 0 PPO has nothing to re
         --out <nodemo_ppo>/sft_ppo_checker_nodemo.json
     # the control: SFT alone on every demonstration that exists (the eight families', 320) for the budget
     python -m course_utils bench-learning --sft-full --demo-families $FAM --out <nodemo_full>/sft_full_nodemo.json
+    python -m course_utils bench-learning --sft-full --self-samples 4 --resample-every 25 --demo-families $FAM \\
+        --out <nodemo_filtered>/sft_filtered_nodemo.json     (commit 95b7d82, run_filtered_g.sh)
 
 (--seeds 0 1 2 --minutes 15 --parallel 1, the defaults.) Then this script evaluates each final PPO
 policy on the unseen phrasings (the SFT runs evaluated both sets themselves) and writes the JSON:
 
-    python runs/example/designs/assemble_designs.py --nodemo-ppo /tmp/arms_g/ppo --nodemo-full /tmp/arms_g/full
+    python runs/example/designs/assemble_designs.py --nodemo-ppo /tmp/arms_g/ppo --nodemo-full /tmp/arms_g/full --nodemo-filtered /tmp/arms_fg
 
 Post-hoc evaluations are cached in <nodemo_ppo>/posthoc.json.
 """
@@ -86,12 +88,14 @@ def sft_metrics(folder: Path) -> dict[str, dict[str, float]]:
     return {split: metrics["after"][split]["per_family"] for split in SETS}
 
 
-def design_g(ppo_dir: Path, full_dir: Path, withheld) -> dict:
+def design_g(ppo_dir: Path, full_dir: Path, filtered_dir: Path, withheld) -> dict:
     cache_file = ppo_dir / "posthoc.json"
     cache = json.loads(cache_file.read_text()) if cache_file.is_file() else {}
     ppo = json.loads((ppo_dir / "sft_ppo_checker_nodemo.json").read_text())
     full = json.loads((full_dir / "sft_full_nodemo.json").read_text())
-    arms: dict[str, dict[str, list[float]]] = {"sft_nodemo": {}, "sft_ppo_checker_nodemo": {}, "sft_full_nodemo": {}}
+    filtered = json.loads((filtered_dir / "sft_filtered_nodemo.json").read_text())
+    arms: dict[str, dict[str, list[float]]] = {"sft_nodemo": {}, "sft_ppo_checker_nodemo": {}, "sft_full_nodemo": {},
+                                               "sft_filtered_nodemo": {}}
     updates = []
     for seed in ppo["seeds"]:
         run_dir = Path(seed["run_dir"])
@@ -112,17 +116,22 @@ def design_g(ppo_dir: Path, full_dir: Path, withheld) -> dict:
         for name, value in measures(sft_metrics(folder), withheld).items():
             arms["sft_full_nodemo"].setdefault(name, []).append(value)
         keep_run(folder, f"sft_full_nodemo-seed{seed['seed']}")
-    paired = {}
-    for name in arms["sft_full_nodemo"]:
-        diff = np.subtract(arms["sft_ppo_checker_nodemo"][name], arms["sft_full_nodemo"][name])
-        paired[name] = mean_se(list(diff))
+    # filtered SFT: its runs are kept by run_filtered_g.sh's copy in learning_filtered/ (metrics, report, log)
+    for seed in filtered["seeds"]:
+        folder = filtered_dir / "learning" / f"sft_filtered-seed{seed['seed']}-sft"
+        for name, value in measures(sft_metrics(folder), withheld).items():
+            arms["sft_filtered_nodemo"].setdefault(name, []).append(value)
+    paired = {control: {name: mean_se(list(np.subtract(arms["sft_ppo_checker_nodemo"][name], arms[control][name])))
+                        for name in arms[control]}
+              for control in ("sft_full_nodemo", "sft_filtered_nodemo")}
     return {
         "withheld": list(withheld),
         "what": "lowercase_word and number_only have no demonstrations; SFT gets the 320 of the other eight "
                 "families, PPO trains on all ten families' prompts with the checker",
         "arms": arms,
         "summary": {arm: {name: mean_se(values) for name, values in sets.items()} for arm, sets in arms.items()},
-        "ppo_minus_sft_full_paired": paired,
+        "ppo_minus_sft_full_paired": paired["sft_full_nodemo"],
+        "ppo_minus_sft_filtered_paired": paired["sft_filtered_nodemo"],
         "ppo_updates": updates,
         "selection_on_validation": {"withheld_then": ["lowercase_word", "number_only", "bracket_word"],
                                     "pass_at_16": {"lowercase_word": 0.3, "number_only": 0.3, "bracket_word": 0.0},
@@ -134,9 +143,10 @@ def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--nodemo-ppo", type=Path, required=True)
     p.add_argument("--nodemo-full", type=Path, required=True)
+    p.add_argument("--nodemo-filtered", type=Path, required=True)
     args = p.parse_args(argv)
     report = json.loads(OUT.read_text()) if OUT.is_file() else {"designs": {}}
-    report["designs"]["g_no_demonstrations"] = design_g(args.nodemo_ppo, args.nodemo_full, WITHHELD)
+    report["designs"]["g_no_demonstrations"] = design_g(args.nodemo_ppo, args.nodemo_full, args.nodemo_filtered, WITHHELD)
     OUT.write_text(json.dumps(report, indent=1) + "\n")
     for arm, sets in report["designs"]["g_no_demonstrations"]["summary"].items():
         print(arm, {name: f"{v['mean']:.1f} ± {v['se']:.1f}" for name, v in sets.items()})
