@@ -49,6 +49,20 @@ class SFTConfig:
     demo_families: list = field(default_factory=list)
     """Task families that have demonstrations (empty: all). The others get none: SFT never sees
     them, though they are still evaluated (the "tasks no demonstration covers" design of lesson 11)."""
+    demo_noise: float = 0.0
+    """Share of the demonstrations replaced by a labeler's mistake (``noisy_teacher``), in [0, 1]:
+    the "noisy teacher" design of lesson 11. 0: every demonstration is gold."""
+    demo_noise_style: str = "habit"
+    """How the noisy labelers err: "habit" (one mistake per family, always the same) or "mixed"."""
+    demo_filter: bool = False
+    """Keep only the demonstrations whose answer passes the checker (filtered SFT)."""
+    self_samples: int = 0
+    """Filtered SFT on the model's own answers (rejection sampling): every ``resample_every`` steps,
+    sample this many answers (temperature 1) to each train prompt that has no demonstration and
+    add the distinct ones the checker passes to the data. 0: off. Sampling time counts against
+    ``max_train_minutes``."""
+    resample_every: int = 25
+    """SFT steps between two rounds of self-sampling (with ``self_samples`` > 0)."""
     epochs: int = 1
     """Passes over the demonstrations (an upper bound when ``max_train_minutes`` is set)."""
     max_train_minutes: float = 0.0
@@ -83,6 +97,11 @@ class SFTConfig:
             (self.batch_size >= 1, f"batch_size must be >= 1, got {self.batch_size}"),
             (self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}"),
             (self.lora_rank >= 1, f"lora_rank must be >= 1 (the warm-up is a LoRA fine-tune), got {self.lora_rank}"),
+            (0.0 <= self.demo_noise <= 1.0, f"demo_noise is a share of the demonstrations, in [0, 1]; got {self.demo_noise}"),
+            (self.demo_noise_style in ("habit", "mixed"),
+             f"demo_noise_style must be habit or mixed, got {self.demo_noise_style!r}"),
+            (self.self_samples >= 0, f"self_samples must be >= 0 (0 = no self-sampling), got {self.self_samples}"),
+            (self.resample_every >= 1, f"resample_every must be >= 1 SFT step, got {self.resample_every}"),
             (self.eval_split != "train", "eval_split must be a held-out split (validation or test), not train"),
             (not set(self.demo_families) - set(tasks.TASK_FAMILIES),
              f"demo_families has unknown families {sorted(set(self.demo_families) - set(tasks.TASK_FAMILIES))}; "
@@ -106,6 +125,55 @@ def demonstrations(n: int, seed: int, families=()) -> list[tasks.Prompt]:
         which = f" of {', '.join(families)}" if families else ""
         raise ValueError(f"demos={n} but the train split has {len(records)} prompts{which}; use at most {len(records)}")
     return records[:n]
+
+
+def teacher_demonstrations(config: SFTConfig) -> list[tasks.Prompt]:
+    """The SFT data a config asks for: ``demonstrations``, then the noisy teacher's mistakes
+    (``demo_noise``), then the checker's filter (``demo_filter``), in that order."""
+    from course_utils import noisy_teacher
+
+    demos = demonstrations(config.demos, config.seed, config.demo_families)
+    if config.demo_noise:
+        demos = noisy_teacher.noisy_demonstrations(demos, config.demo_noise, config.demo_noise_style, config.seed)
+    if config.demo_filter:
+        demos = noisy_teacher.passing_only(demos)
+    if not demos:
+        raise ValueError("no demonstration is left after the filter: lower demo_noise or drop demo_filter")
+    return demos
+
+
+def prompts_without_demonstration(demos: list) -> list[tasks.Prompt]:
+    """The train prompts that no record of ``demos`` answers: what self-sampling works on."""
+    taught = {r.id for r in demos}
+    return [r for r in tasks.load_split("train") if r.id not in taught]
+
+
+def passing_self_samples(bundle, records: list, samples: int, max_new_tokens: int, seed: int,
+                         kept: dict[str, set[str]]) -> list[tasks.Prompt]:
+    """Rejection sampling: ``samples`` answers (temperature 1) to each of ``records``; the checker
+    keeps the ones that pass and that ``kept[record.id]`` does not hold yet (distinct answers only,
+    so a prompt the model already answers does not flood the data). Returns new SFT records
+    (target = the kept answer, ``meta["self_sample"] = True``) and adds their answers to ``kept``."""
+    from dataclasses import replace
+
+    groups = sampled_answers(bundle, [r.prompt for r in records], samples, max_new_tokens, 1.0, seed=seed)
+    accepted = []
+    for record, answers in zip(records, groups):
+        for answer in answers:
+            if answer not in kept.get(record.id, ()) and tasks.check(record, answer).passed:
+                kept.setdefault(record.id, set()).add(answer)
+                accepted.append(replace(record, target=answer, meta={**record.meta, "self_sample": True}))
+    return accepted
+
+
+def training_batches(data: list, batch_size: int, seed: int, epochs: int):
+    """``(epoch, batch)`` over ``data``: the first pass in the given order, each later pass
+    reshuffled. ``data`` may grow between passes (self-sampling appends to it): a new record joins
+    at the next pass."""
+    for epoch in range(epochs):
+        order = list(data) if epoch == 0 else random.Random(f"{seed}-{epoch}").sample(data, len(data))
+        for i in range(0, len(order), batch_size):
+            yield epoch, order[i:i + batch_size]
 
 
 def demo_batch(tokenizer, records: list, eos_id: int, device) -> dict[str, torch.Tensor]:
@@ -191,37 +259,64 @@ def train_sft(config: SFTConfig, progress: bool = True) -> dict:
                 for name in (config.eval_split, tasks.UNSEEN_SPLIT)}  # the same prompts, asked anew
     before = {name: pass_rates(bundle, records, config.max_new_tokens) for name, records in held_out.items()}
 
-    demos = demonstrations(config.demos, config.seed, config.demo_families)
+    demos = teacher_demonstrations(config)
+    data = list(demos)  # grows with self-sampling
+    untaught = prompts_without_demonstration(demos) if config.self_samples else []
+    kept: dict[str, set[str]] = {}
+    rounds = []
     lora_params = [p for n, p in policy.lm.named_parameters() if p.requires_grad]
     optimizer = torch.optim.Adam(lora_params, lr=config.learning_rate)
     losses, start = [], time.perf_counter()
     steps = config.epochs * -(-len(demos) // config.batch_size)
     policy.train()
     budget = config.max_train_minutes * 60 or float("inf")
-    # Under a time budget the number of steps is not known in advance: the bar counts without a total.
-    with tqdm(total=None if config.max_train_minutes else steps, desc="SFT steps", disable=not progress) as bar:
-        for epoch in range(config.epochs):
+    # Under a time budget (or a growing data set) the number of steps is not known in advance.
+    total = None if config.max_train_minutes or config.self_samples else steps
+    with tqdm(total=total, desc="SFT steps", disable=not progress) as bar:
+        for _epoch, batch in training_batches(data, config.batch_size, config.seed, config.epochs):
             if losses and time.perf_counter() - start >= budget:
-                break
-            order = demos if epoch == 0 else random.Random(f"{config.seed}-{epoch}").sample(demos, len(demos))
-            for i in range(0, len(order), config.batch_size):
-                if losses and time.perf_counter() - start >= budget:
-                    break  # the budget is spent: stop after the step that spent it
-                loss = sft_loss(policy, demo_batch(tokenizer, order[i:i + config.batch_size], eos_id, device))
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                losses.append(loss.item())
-                bar.update(1)
-                bar.set_postfix(loss=f"{losses[-1]:.3f}")
+                break  # the budget is spent: stop after the step that spent it
+            loss = sft_loss(policy, demo_batch(tokenizer, batch, eos_id, device))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+            bar.update(1)
+            bar.set_postfix(loss=f"{losses[-1]:.3f}", data=len(data))
+            if untaught and len(losses) % config.resample_every == 0:
+                rounds.append(self_sample_round(bundle, untaught, data, kept, config, step=len(losses)))
+                policy.train()
+    seconds = time.perf_counter() - start
     seconds = time.perf_counter() - start
     after = {name: pass_rates(bundle, records, config.max_new_tokens) for name, records in held_out.items()}
     metrics = {"config": asdict(config), "demos": len(demos), "steps": len(losses), "train_seconds": seconds,
                "epochs_done": len(losses) * config.batch_size / len(demos),
                "threads": threads, "loss": losses, "before": before, "after": after}
+    if config.demo_noise:
+        metrics["noisy_demos"] = sum("noise" in r.meta for r in demos)  # the ones SFT trained on
+    if config.demo_filter:
+        metrics["demos_dropped_by_filter"] = config.demos - len(demos)
+    if config.self_samples:
+        metrics["self_sample_rounds"] = rounds
     save_merged(bundle, config.run_dir / "model")
     report.write_sft_report(config.run_dir, metrics)
     return metrics
+
+
+def self_sample_round(bundle, untaught: list, data: list, kept: dict, config: SFTConfig, step: int) -> dict:
+    """One round of filtered SFT's self-sampling: append the passing new answers to ``data``;
+    return what the round did (for ``metrics.json``)."""
+    t0 = time.perf_counter()
+    bundle.policy.eval()
+    with torch.no_grad():
+        new = passing_self_samples(bundle, untaught, config.self_samples, config.max_new_tokens,
+                                   seed=config.seed * 100_003 + step, kept=kept)
+    data.extend(new)
+    per_family: dict[str, int] = {}
+    for record in new:
+        per_family[record.family] = per_family.get(record.family, 0) + 1
+    return {"step": step, "sampled": len(untaught) * config.self_samples, "accepted": len(new), "pool": len(data),
+            "per_family": dict(sorted(per_family.items())), "seconds": time.perf_counter() - t0}
 
 
 def warm_start(config: SFTConfig, progress: bool = True) -> Path:
@@ -252,6 +347,9 @@ def main(argv: list[str] | None = None) -> dict:
         flag, doc = f"--{name.replace('_', '-')}", docs.get(name, "")
         if spec.default_factory is list:  # a list field: zero or more values after the flag
             parser.add_argument(flag, nargs="*", default=[], metavar="NAME", help=f"{doc} (default: none)")
+        elif isinstance(spec.default, bool):  # --demo-filter / --no-demo-filter
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=spec.default,
+                                help=f"{doc} (default: {spec.default})")
         else:
             parser.add_argument(flag, type=type(spec.default), default=spec.default,
                                 help=f"{doc} (default: {spec.default})")

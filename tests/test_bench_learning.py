@@ -129,3 +129,34 @@ def test_the_sft_full_control_trains_on_every_demo_for_the_whole_budget_and_runs
     assert json.loads(out.read_text())["demo_families"] == ["json_object", "uppercase_word"]
     assert report["summary"]["test"]["mean"] == pytest.approx(0.51)
     assert json.loads(out.read_text())["arm"] == "sft_full"
+
+
+def test_the_noisy_teacher_and_filtered_sft_flags_reach_the_sft_and_name_the_arm(tmp_path, monkeypatch):
+    ran = []
+    real_run = bl.child.subprocess.run
+
+    def fake_run(cmd, **kwargs):
+        if cmd[2:3] != ["course_utils"]:
+            return real_run(cmd, **kwargs)
+        ran.append(cmd)
+        folder = Path(cmd[cmd.index("--output-dir") + 1]) / cmd[cmd.index("--run-name") + 1]
+        folder.mkdir(parents=True)
+        (folder / "metrics.json").write_text(json.dumps({
+            "train_seconds": 900.0, "before": {"test": {"pass_rate": 0.05}}, "after": {"test": {"pass_rate": 0.6}}}))
+        return SimpleNamespace(returncode=0)
+
+    monkeypatch.setattr(bl.child.subprocess, "run", fake_run)
+    out = tmp_path / "f.json"
+    report = bl.main(["--sft-full", "--seeds", "0", "--demo-noise", "0.75", "--demo-filter", "--self-samples", "4",
+                      "--out", str(out)])
+    cmd = ran[0]
+    assert cmd[cmd.index("--demo-noise") + 1] == "0.75" and cmd[cmd.index("--demo-noise-style") + 1] == "habit"
+    assert "--demo-filter" in cmd and cmd[cmd.index("--self-samples") + 1] == "4" and "--resample-every" in cmd
+    assert report["arm"] == "sft_filtered" and cmd[cmd.index("--run-name") + 1] == "sft_filtered-seed0-sft"
+    saved = json.loads(out.read_text())
+    assert saved["demo_noise"] == 0.75 and saved["demo_filter"] and saved["self_samples"] == 4
+    ran.clear()  # noise alone: the plain control's name, no filter flags
+    assert bl.main(["--sft-full", "--seeds", "0", "--demo-noise", "0.25", "--out", str(out)])["arm"] == "sft_full"
+    assert "--demo-filter" not in ran[0] and "--self-samples" not in ran[0]
+    with pytest.raises(SystemExit, match="--demo-noise applies to the SFT"):
+        bl.main(["--demo-noise", "0.5", "--out", str(out)])

@@ -135,3 +135,63 @@ def test_a_time_budget_stops_sft_after_the_step_that_spends_it(tmp_path):
     assert metrics["steps"] == 1  # one step always runs; the budget is checked before the next
     with pytest.raises(ValueError, match="max_train_minutes must be >= 0"):
         sft.SFTConfig(max_train_minutes=-1).validate()
+
+
+def test_the_noisy_teacher_and_its_filter_shape_the_sft_data():
+    clean = sft.teacher_demonstrations(sft.SFTConfig(demos=400, seed=0))
+    noisy = sft.teacher_demonstrations(sft.SFTConfig(demos=400, seed=0, demo_noise=0.75))
+    filtered = sft.teacher_demonstrations(sft.SFTConfig(demos=400, seed=0, demo_noise=0.75, demo_filter=True))
+    assert [r.id for r in noisy] == [r.id for r in clean]  # the same prompts, a quarter still gold
+    assert sum("noise" in r.meta for r in noisy) == 300
+    assert len(filtered) == 100 and all(r.target == g.target for r in filtered for g in clean if g.id == r.id)
+    # The prompts whose demonstration the filter dropped are the ones self-sampling works on.
+    assert {r.id for r in sft.prompts_without_demonstration(filtered)} == {r.id for r in noisy if "noise" in r.meta}
+    with pytest.raises(ValueError, match="no demonstration is left after the filter"):
+        sft.teacher_demonstrations(sft.SFTConfig(demos=40, demo_noise=1.0, demo_filter=True))
+    for bad, match in (({"demo_noise": 1.5}, r"in \[0, 1\]"), ({"demo_noise_style": "random"}, "habit or mixed"),
+                       ({"self_samples": -1}, "self_samples must be >= 0"), ({"resample_every": 0}, "resample_every")):
+        with pytest.raises(ValueError, match=match):
+            sft.SFTConfig(**bad).validate()
+
+
+def test_records_added_during_a_pass_join_at_the_next_pass():
+    data = list(range(6))
+    seen = []
+    for epoch, batch in sft.training_batches(data, batch_size=4, seed=0, epochs=2):
+        seen.append((epoch, batch))
+        if len(seen) == 1:
+            data.append(99)  # self-sampling found an answer during the first pass
+    first = [x for e, b in seen if e == 0 for x in b]
+    second = [x for e, b in seen if e == 1 for x in b]
+    assert first == list(range(6)) and sorted(second) == [0, 1, 2, 3, 4, 5, 99]
+
+
+def test_rejection_sampling_keeps_new_passing_answers_only(monkeypatch):
+    records = [r for r in tasks.load_split("train") if r.family == "uppercase_word"][:2]
+    gold = [r.target for r in records]
+    fake = [[gold[0], gold[0], gold[0].lower(), "no idea"], [gold[1] + "!", "x", "y", "z"]]
+    monkeypatch.setattr(sft, "sampled_answers", lambda bundle, prompts, samples, *a, **k: fake)
+    kept: dict = {}
+    new = sft.passing_self_samples(None, records, 4, 8, seed=0, kept=kept)
+    assert [(r.id, r.target) for r in new] == [(records[0].id, gold[0])]  # once, though sampled twice
+    assert new[0].meta["self_sample"] and kept == {records[0].id: {gold[0]}}
+    assert sft.passing_self_samples(None, records, 4, 8, seed=1, kept=kept) == []  # already kept
+
+
+def test_filtered_sft_samples_its_own_answers_every_few_steps(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_round(bundle, records, samples, max_new_tokens, seed, kept):
+        calls.append((len(records), samples, seed))
+        return [records[0]] if len(calls) == 1 else []  # one accepted answer, in the first round only
+
+    monkeypatch.setattr(sft, "passing_self_samples", fake_round)
+    config = sft.SFTConfig(model=hub.TINY_MODEL, demos=8, epochs=3, batch_size=4, eval_prompts=10, max_new_tokens=2,
+                           output_dir=str(tmp_path), run_name="filtered", threads=2, lora_rank=4, lora_alpha=8,
+                           self_samples=2, resample_every=2)
+    metrics = sft.train_sft(config, progress=False)
+    assert [c[0] for c in calls] == [392] * 4 and {c[1] for c in calls} == {2}  # 400 train prompts - 8 demos
+    assert len({c[2] for c in calls}) == 4  # each round its own sampling seed
+    rounds = metrics["self_sample_rounds"]
+    assert [r["step"] for r in rounds] == [2, 4, 6, 8] and [r["pool"] for r in rounds] == [9] * 4
+    assert metrics["steps"] == 2 + 3 + 3  # 8 demos, then 9 records (the accepted one joined at pass two)

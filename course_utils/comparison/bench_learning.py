@@ -161,6 +161,26 @@ def sft_full_args(demo_families=()) -> tuple:
     return ("--demos", demos, "--epochs", 1000, *demo_family_args(demo_families))
 
 
+def teacher_args(args) -> tuple:
+    """``sft``'s flags for the demonstrations' quality: the noisy teacher, the checker's filter and
+    self-sampling (nothing when they are off, so the plain arms' commands stay as they were)."""
+    flags: tuple = ()
+    if args.demo_noise:
+        flags += ("--demo-noise", args.demo_noise, "--demo-noise-style", args.demo_noise_style)
+    if args.demo_filter:
+        flags += ("--demo-filter",)
+    if args.self_samples:
+        flags += ("--self-samples", args.self_samples, "--resample-every", args.resample_every)
+    return flags
+
+
+def teacher_settings(args) -> dict:
+    """The demonstrations' quality as the report records it."""
+    return {"demo_noise": args.demo_noise, "demo_noise_style": args.demo_noise_style if args.demo_noise else None,
+            "demo_filter": args.demo_filter, "self_samples": args.self_samples,
+            "resample_every": args.resample_every if args.self_samples else None}
+
+
 def demo_family_args(demo_families=()) -> tuple:
     """``sft``'s flag for the families that have demonstrations (nothing when every family has)."""
     return ("--demo-families", *demo_families) if demo_families else ()
@@ -191,15 +211,17 @@ def run_warm_up(seed: int, name: str, output_dir: Path, threads: int, env: dict,
 
 
 def run_sft_full(args, output_dir: Path, threads: int) -> dict:
-    """The control arm (c): SFT alone for the whole budget, no PPO. Was PPO worth more than more SFT?"""
+    """The control arm (c): SFT alone for the whole budget, no PPO. Was PPO worth more than more SFT?
+    With the checker's filter or self-sampling it is filtered SFT, the strongest non-RL control."""
+    arm = "sft_filtered" if args.demo_filter or args.self_samples else "sft_full"
     seeds = []
     for seed in args.seeds:
         env = child.child_env(threads, COURSE_THREADS=str(threads))
-        warm = run_warm_up(seed, f"sft_full-seed{seed}", output_dir, threads, env,
-                           [*sft_full_args(args.demo_families), "--max-train-minutes", args.minutes])
+        warm = run_warm_up(seed, f"{arm}-seed{seed}", output_dir, threads, env,
+                           [*sft_full_args(args.demo_families), *teacher_args(args), "--max-train-minutes", args.minutes])
         seeds.append({"seed": seed, **warm})
     means = {name: {"mean": float(np.mean([s["pass_after"][name] for s in seeds]))} for name in seeds[0]["pass_after"]}
-    return {"arm": "sft_full", "minutes": args.minutes, "threads_per_run": threads, "seeds": seeds, "summary": means}
+    return {"arm": arm, "minutes": args.minutes, "threads_per_run": threads, "seeds": seeds, "summary": means}
 
 
 def child_command(config: str, seed: int, run_name: str, output_dir: str, minutes: float, threads: int,
@@ -248,6 +270,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--demo-families", nargs="+", default=[], metavar="FAMILY",
                    help="only these task families have demonstrations, in the warm-up (--sft) and in "
                         "--sft-full; PPO still trains on every family's prompts with the checker")
+    p.add_argument("--demo-noise", type=float, default=0.0, metavar="RATE",
+                   help="share of the SFT demonstrations replaced by a labeler's mistake (the noisy teacher)")
+    p.add_argument("--demo-noise-style", default="habit", choices=["habit", "mixed"],
+                   help="habit: one mistake per family; mixed: each noisy demonstration its own (default: habit)")
+    p.add_argument("--demo-filter", action="store_true",
+                   help="keep only the demonstrations that pass the checker (filtered SFT)")
+    p.add_argument("--self-samples", type=int, default=0, metavar="K",
+                   help="filtered SFT on the model's own answers: K samples per prompt without a demonstration, "
+                        "the passing ones added to the data (0: off)")
+    p.add_argument("--resample-every", type=int, default=25, metavar="STEPS",
+                   help="SFT steps between two rounds of self-sampling (default: 25)")
     return p
 
 
@@ -268,8 +301,12 @@ def main(argv: list[str] | None = None) -> dict:
     unknown = sorted(set(args.demo_families) - set(tasks.TASK_FAMILIES))
     if unknown:
         raise SystemExit(f"--demo-families: unknown families {unknown}; choose from {', '.join(tasks.TASK_FAMILIES)}")
-    if args.demo_families and not (args.sft or args.sft_full):
-        raise SystemExit("--demo-families applies to the SFT: add --sft (warm-up + PPO) or --sft-full (SFT alone)")
+    sft_only = [flag for flag, on in (("--demo-families", args.demo_families), ("--demo-noise", args.demo_noise),
+                                      ("--demo-filter", args.demo_filter), ("--self-samples", args.self_samples)) if on]
+    if sft_only and not (args.sft or args.sft_full):
+        raise SystemExit(f"{sft_only[0]} applies to the SFT: add --sft (warm-up + PPO) or --sft-full (SFT alone)")
+    if not 0.0 <= args.demo_noise <= 1.0 or args.self_samples < 0 or args.resample_every < 1:
+        raise SystemExit("--demo-noise must be in [0, 1], --self-samples >= 0 and --resample-every >= 1")
     out = Path(args.out)
     output_dir = out.parent / "learning"
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -277,7 +314,7 @@ def main(argv: list[str] | None = None) -> dict:
     threads = max(1, cores // args.parallel)
     if args.sft_full:
         report = {**run_sft_full(args, output_dir, threads), "demo_families": args.demo_families,
-                  "machine": machine_info(), "versions": package_versions()}
+                  **teacher_settings(args), "machine": machine_info(), "versions": package_versions()}
         out.write_text(json.dumps(report, indent=2) + "\n")
         print(f"SFT for the whole budget: {report['summary']}\nwrote {out}")
         return report
@@ -297,7 +334,8 @@ def main(argv: list[str] | None = None) -> dict:
             env = child.child_env(threads, COURSE_THREADS=str(threads))
             minutes, extra = args.minutes, list(args.set)
             if args.sft:
-                warm_ups[seed] = run_warm_up(seed, name, output_dir, threads, env, demo_family_args(args.demo_families))
+                warm_ups[seed] = run_warm_up(seed, name, output_dir, threads, env,
+                                             [*demo_family_args(args.demo_families), *teacher_args(args)])
                 minutes = args.minutes - warm_ups[seed]["train_minutes"]
                 extra.append(f"model={warm_ups[seed]['model']}")
             cmd = child_command(args.config, seed, name, str(output_dir), minutes, threads, extra)
@@ -327,6 +365,7 @@ def main(argv: list[str] | None = None) -> dict:
         "overrides": args.set,
         "sft_warm_up": args.sft,
         "demo_families": args.demo_families,
+        **teacher_settings(args),
         "minutes": args.minutes,
         "parallel": args.parallel,
         "threads_per_run": threads,
