@@ -17,7 +17,7 @@ bracket_word got its demonstrations back: with pass@16 = 0 PPO has nothing to re
     # the control: SFT alone on every demonstration that exists (the eight families', 320) for the budget
     python -m course_utils bench-learning --sft-full --demo-families $FAM --out <nodemo_full>/sft_full_nodemo.json
     python -m course_utils bench-learning --sft-full --self-samples 4 --resample-every 25 --demo-families $FAM \\
-        --out <nodemo_filtered>/sft_filtered_nodemo.json     (commit 95b7d82, run_filtered_g.sh)
+        --out <nodemo_filtered>/sft_filtered_nodemo.json     (ran at 95b7d82, lost; on main since 055ee51; run_filtered_g.sh)
 
 (--seeds 0 1 2 --minutes 15 --parallel 1, the defaults.) Then this script evaluates each final PPO
 policy on the unseen phrasings (the SFT runs evaluated both sets themselves) and writes the JSON:
