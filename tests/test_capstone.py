@@ -53,6 +53,15 @@ def test_coverage_points_and_their_verdicts():
     assert [p["coverage"] for p in capstone.demo_coverage_points(measurements(False))] == [0, 100]
     with pytest.raises(ValueError, match="'all' or 'uncovered'"):
         capstone.demo_coverage_points(measurements(True), measure="some")
+    # With the filtered-SFT control measured, the 80% point reads PPO against it as well.
+    with_filter = measurements(True)
+    with_filter["designs"]["g_no_demonstrations"]["arms"]["sft_filtered_nodemo"] = {
+        "test": [70.0, 68.0, 71.0], "test_nodemo": [95.0, 95.0, 100.0]}
+    point = capstone.demo_coverage_points(with_filter, measure="uncovered")[1]
+    assert point["sft_filtered"] == [95.0, 95.0, 100.0]
+    text = capstone.verdict(point)
+    assert "winner: PPO" in text and "PPO − filtered SFT = -51.7 ± 3.3" in text and text.endswith("winner: filtered SFT.")
+    assert "sft_filtered" not in points[1] and isinstance(capstone.plot_coverage([point], highlight=80), Figure)
     assert isinstance(capstone.plot_coverage(points, highlight=80), Figure)
 
 

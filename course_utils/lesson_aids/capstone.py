@@ -97,6 +97,10 @@ def demo_coverage_points(measurements: Mapping, measure: str = "all") -> list[di
         0%    no demonstrations at all: SFT has nothing, so the instruct model (``base``) is its
               result; PPO from the instruct model on the checker (``ppo_instruct``)
 
+    Where a design also measured filtered SFT (``sft_filtered_nodemo``: the demonstrations that
+    exist plus the model's own answers the checker passed), the point carries it as
+    ``"sft_filtered"``: the strongest non-RL control, read by ``verdict`` too.
+
     ``measure``: "all" reads every test prompt (the same 100 at each point); "uncovered" reads only
     the prompts of families without demonstrations (so the 100% point has none, and 0% is all).
     Each point: ``{"coverage", "sft": [per seed], "ppo": [per seed], "measured_on"}``."""
@@ -110,29 +114,47 @@ def demo_coverage_points(measurements: Mapping, measure: str = "all") -> list[di
         key = "test" if measure == "all" else "test_nodemo"
         where = "all 100 test prompts" if measure == "all" else \
             f"the {len(design['withheld']) * 10} test prompts of {' and '.join(design['withheld'])}, which have none"
-        points.append({"coverage": 80, "sft": design["arms"]["sft_full_nodemo"][key],
-                       "ppo": design["arms"]["sft_ppo_checker_nodemo"][key], "measured_on": where})
+        point = {"coverage": 80, "sft": design["arms"]["sft_full_nodemo"][key],
+                 "ppo": design["arms"]["sft_ppo_checker_nodemo"][key], "measured_on": where}
+        if "sft_filtered_nodemo" in design["arms"]:
+            point["sft_filtered"] = design["arms"]["sft_filtered_nodemo"][key]
+        points.append(point)
     if measure == "all":
         points.append({"coverage": 100, "sft": arms["sft_full"]["test"], "ppo": arms["sft_ppo_checker"]["test"],
                        "measured_on": "all 100 test prompts"})
     return points
 
 
-def verdict(point: Mapping) -> str:
-    """Which arm wins at one measured point, read with its paired standard error when the seeds
-    pair (the same count), or the two standard errors otherwise: a sentence."""
-    sft, sft_se = mean_se(point["sft"])
-    ppo, ppo_se = mean_se(point["ppo"])
-    if len(point["sft"]) == len(point["ppo"]) > 1:
-        diff, se = paired_difference(point["ppo"], point["sft"])
+def compare(ppo: Sequence[float], sft: Sequence[float]) -> tuple[float, float, str, str]:
+    """PPO minus SFT: ``(difference, its standard error, how it was computed, winner)``. Paired
+    by seed when the seeds pair (the same count, more than one), otherwise the two standard errors
+    combined; a winner only beyond two standard errors."""
+    if len(sft) == len(ppo) > 1:
+        diff, se = paired_difference(ppo, sft)
         how = "paired by seed"
     else:
-        diff, se = ppo - sft, float(np.hypot(sft_se, ppo_se))
+        diff, se = mean_se(ppo)[0] - mean_se(sft)[0], float(np.hypot(mean_se(sft)[1], mean_se(ppo)[1]))
         how = "standard errors combined"
     winner = "PPO" if diff > 2 * se else "SFT" if diff < -2 * se else "neither (the difference is within two standard errors)"
-    return (f"{point['coverage']}% of the families with demonstrations — SFT {sft:.1f} ± {sft_se:.1f}, "
+    return diff, se, how, winner
+
+
+def verdict(point: Mapping) -> str:
+    """Which arm wins at one measured point, read with its paired standard error when the seeds
+    pair (the same count), or the two standard errors otherwise: a sentence (two where the point
+    also has filtered SFT)."""
+    sft, sft_se = mean_se(point["sft"])
+    ppo, ppo_se = mean_se(point["ppo"])
+    diff, se, how, winner = compare(point["ppo"], point["sft"])
+    text = (f"{point['coverage']}% of the families with demonstrations — SFT {sft:.1f} ± {sft_se:.1f}, "
             f"PPO {ppo:.1f} ± {ppo_se:.1f}: PPO − SFT = {diff:+.1f} ± {se:.1f} ({how}); winner: {winner} "
             f"(measured on {point['measured_on']}).")
+    if "sft_filtered" in point:
+        filtered, filtered_se = mean_se(point["sft_filtered"])
+        diff, se, how, winner = compare(point["ppo"], point["sft_filtered"])
+        text += (f" Against filtered SFT ({filtered:.1f} ± {filtered_se:.1f}): PPO − filtered SFT = {diff:+.1f} ± "
+                 f"{se:.1f} ({how}); winner: {winner.replace('SFT', 'filtered SFT', 1) if winner == 'SFT' else winner}.")
+    return text
 
 
 def plot_coverage(points: Sequence[Mapping], highlight: int | None = None) -> Figure:
@@ -148,6 +170,11 @@ def plot_coverage(points: Sequence[Mapping], highlight: int | None = None) -> Fi
                                             "ppo": "(warm-up +) PPO on the checker"}[name])
         for x, p in zip(xs, points):
             ax.plot(np.full(len(p[name]), x + offset), p[name], ".", color=colour, alpha=0.5)
+    filtered = [p for p in points if "sft_filtered" in p]
+    for i, p in enumerate(filtered):  # measured at fewer points: markers only, no line
+        mean, se = mean_se(p["sft_filtered"])
+        ax.errorbar([p["coverage"]], [mean], yerr=[se], fmt="s", color="C2", capsize=3,
+                    label="filtered SFT (+ the model's own answers the checker passed)" if i == 0 else None)
     if highlight is not None:
         ax.axvspan(highlight - 4, highlight + 4, color="0.85", zorder=0)
     ax.set(xlabel="task families that have demonstrations, %", ylabel="strict held-out pass rate, %",

@@ -25,6 +25,21 @@ policy on the unseen phrasings (the SFT runs evaluated both sets themselves) and
     python runs/example/designs/assemble_designs.py --nodemo-ppo /tmp/arms_g/ppo --nodemo-full /tmp/arms_g/full --nodemo-filtered /tmp/arms_fg
 
 Post-hoc evaluations are cached in <nodemo_ppo>/posthoc.json.
+
+Design (f), the noisy teacher. A share RATE of the demonstrations is replaced by a labeler's mistake
+(course_utils/noisy_teacher.py; style "habit": one mistake per family, always the same, so past 1/2 the
+mistake is the majority answer). Each arm is added on its own, as it finishes (the arms take sessions):
+
+    python -m course_utils bench-learning --sft-full --demo-noise RATE --out <dir>/sft_full_noisy.json
+    python -m course_utils bench-learning --config configs/cpu_sft.yaml --sft --demo-noise RATE --out <dir>/ppo.json
+    python -m course_utils bench-learning --config configs/rlhf_cpu.yaml --sft --demo-noise RATE --out <dir>/rm.json
+    python -m course_utils bench-learning --sft-full --demo-noise RATE --demo-filter --self-samples 4 --out <dir>/filtered.json
+
+    python runs/example/designs/assemble_designs.py --noisy-arm sft_full RATE <dir>/sft_full_noisy.json
+    (kinds: sft_full, sft_ppo_checker, sft_ppo_learned_rm, sft_filtered; the PPO kinds also record their
+    noisy warm-up as sft_warm_up)
+
+Arms land in when_ppo_wins.json under designs.f_noisy_teacher.arms["<kind>@<RATE>"][set] (per seed, percent).
 """
 
 from __future__ import annotations
@@ -139,16 +154,84 @@ def design_g(ppo_dir: Path, full_dir: Path, filtered_dir: Path, withheld) -> dic
     }
 
 
+NOISY_KINDS = ("sft_full", "sft_ppo_checker", "sft_ppo_learned_rm", "sft_filtered")
+
+
+def whole_sets(per_family: dict[str, dict[str, float]]) -> dict[str, float]:
+    """Pass rate in percent over every family of each held-out set."""
+    return {split: share(per_family[split], sorted(per_family[split])) for split in SETS}
+
+
+def noisy_arm(kind: str, rate: float, bench_json: Path) -> dict[str, dict]:
+    """One finished arm of design (f), from the JSON ``bench-learning`` wrote: ``{arm name: {set: per
+    seed}}`` (a PPO arm also gives its noisy warm-up), with each run's logs kept under learning/."""
+    bench = json.loads(bench_json.read_text())
+    if bench.get("demo_noise") != rate:
+        raise SystemExit(f"{bench_json} ran at demo_noise={bench.get('demo_noise')}, not {rate}")
+    name = f"{kind}@{rate:g}"
+    arms: dict[str, dict] = {name: {}}
+    folder = bench_json.parent / "learning"
+    if kind in ("sft_full", "sft_filtered"):
+        for seed in bench["seeds"]:
+            run = folder / f"{bench['arm']}-seed{seed['seed']}-sft"
+            for split, value in whole_sets(sft_metrics(run)).items():
+                arms[name].setdefault(split, []).append(value)
+            arms[name].setdefault("sft_steps", []).append(seed["steps"])
+            keep_run(run, f"f_{kind}_noise{rate:g}-seed{seed['seed']}")
+        return arms
+    warm = f"sft_warm_up@{rate:g}"
+    arms[warm] = {}
+    cache_file = bench_json.parent / "posthoc.json"
+    cache = json.loads(cache_file.read_text()) if cache_file.is_file() else {}
+    for seed in bench["seeds"]:
+        run_dir = Path(seed["run_dir"])
+        if run_dir.name not in cache:  # the final policy on the unseen phrasings, evaluated once
+            cache[run_dir.name] = trainer_at_end(run_dir, UNSEEN_SPLIT).evaluate()["pass_rate_per_task"]
+            cache_file.write_text(json.dumps(cache, indent=1) + "\n")
+        final = {"test": seed["per_task_after"], UNSEEN_SPLIT: cache[run_dir.name]}
+        for split, value in whole_sets(final).items():
+            arms[name].setdefault(split, []).append(value)
+        arms[name].setdefault("ppo_updates", []).append(seed["updates"])
+        warm_dir = run_dir.parent / f"{run_dir.name}-sft"
+        for split, value in whole_sets(sft_metrics(warm_dir)).items():
+            arms[warm].setdefault(split, []).append(value)
+        keep_run(run_dir, f"f_{kind}_noise{rate:g}-seed{seed['seed']}", warm_dir)
+    return arms
+
+
+def add_noisy_arm(report: dict, kind: str, rate: float, bench_json: Path) -> dict:
+    design = report["designs"].setdefault("f_noisy_teacher", {
+        "what": "a share of the demonstrations (the rate after @ in each arm's name) replaced by a labeler's "
+                "mistake, one habit per family (noisy_teacher, style habit); every family has demonstrations",
+        "style": "habit", "arms": {}})
+    design["arms"].update(noisy_arm(kind, rate, bench_json))
+    design["summary"] = {arm: {split: mean_se(values) for split, values in sets.items() if split in SETS}
+                         for arm, sets in design["arms"].items()}
+    return design
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--nodemo-ppo", type=Path, required=True)
-    p.add_argument("--nodemo-full", type=Path, required=True)
-    p.add_argument("--nodemo-filtered", type=Path, required=True)
+    p.add_argument("--nodemo-ppo", type=Path)
+    p.add_argument("--nodemo-full", type=Path)
+    p.add_argument("--nodemo-filtered", type=Path)
+    p.add_argument("--noisy-arm", nargs=3, metavar=("KIND", "RATE", "BENCH_JSON"),
+                   help=f"add one arm of design (f); KIND is one of {', '.join(NOISY_KINDS)}")
     args = p.parse_args(argv)
     report = json.loads(OUT.read_text()) if OUT.is_file() else {"designs": {}}
-    report["designs"]["g_no_demonstrations"] = design_g(args.nodemo_ppo, args.nodemo_full, args.nodemo_filtered, WITHHELD)
+    if args.noisy_arm:
+        kind, rate, bench_json = args.noisy_arm
+        if kind not in NOISY_KINDS:
+            raise SystemExit(f"unknown arm kind {kind!r}; choose one of {', '.join(NOISY_KINDS)}")
+        summary = add_noisy_arm(report, kind, float(rate), Path(bench_json))["summary"]
+    else:
+        if not (args.nodemo_ppo and args.nodemo_full and args.nodemo_filtered):
+            raise SystemExit("design (g) needs --nodemo-ppo, --nodemo-full and --nodemo-filtered (or use --noisy-arm)")
+        report["designs"]["g_no_demonstrations"] = design_g(args.nodemo_ppo, args.nodemo_full, args.nodemo_filtered,
+                                                            WITHHELD)
+        summary = report["designs"]["g_no_demonstrations"]["summary"]
     OUT.write_text(json.dumps(report, indent=1) + "\n")
-    for arm, sets in report["designs"]["g_no_demonstrations"]["summary"].items():
+    for arm, sets in summary.items():
         print(arm, {name: f"{v['mean']:.1f} ± {v['se']:.1f}" for name, v in sets.items()})
     print(f"wrote {OUT}")
     return report
