@@ -389,7 +389,7 @@ def test_glossary_has_korean_for_every_term_and_helpful_errors():
     assert all(hangul.search(korean) for korean in glossary.GLOSSARY.values())
     table = glossary.show_glossary(["response mask", "advantage whitening", "per-token KL"])
     text = str(table)
-    assert "응답 마스크" in text and "어드밴티지 정규화" in text and "토큰별 KL" in text
+    assert "응답 마스크" in text and "어드밴티지 표준화" in text and "토큰별 KL" in text
     assert "<table>" in table._repr_html_()
     with pytest.raises(KeyError, match="did you mean"):
         glossary.show_glossary(["advantage whitenning"])
