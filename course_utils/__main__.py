@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
@@ -146,17 +147,67 @@ def quiet_libraries() -> None:
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
-    """Exceptions that mean "bad input" (a config value, a file, a model folder), not a bug."""
+    """Exceptions that mean "bad input" (a config value, a file, a model folder, a device this
+    machine lacks), not a bug."""
     import yaml
 
+    from course_utils.device import DeviceUnavailableError
     from course_utils.machinery.checkpoint import DamagedCheckpointError
 
-    return (ValueError, FileNotFoundError, NotADirectoryError, yaml.YAMLError, DamagedCheckpointError)
+    return (ValueError, FileNotFoundError, NotADirectoryError, yaml.YAMLError, DamagedCheckpointError,
+            DeviceUnavailableError)
+
+
+# System errors that are the machine's state, not a bug: a full disk, a read-only or foreign folder.
+DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
+INTERRUPTED_EXIT = 130  # the shell's code for a process ended by SIGINT (Ctrl-C)
+
+
+def disk_error_line(error: OSError) -> str:
+    """The one line for a write the disk refused. Checkpoints and the SFT model are written
+    atomically, so what was there before the failed write is still whole."""
+    where = f" {error.filename}" if error.filename else ""
+    return (f"could not write{where}: {error.strerror or error}. Fix: free disk space, or make the folder writable, "
+            "or choose another output folder; the last complete checkpoint or model is intact")
+
+
+def error_line(error: BaseException) -> str:
+    """An exception's message on one line (a message may span lines; a terminal shows one)."""
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def fail(message: str, code: int) -> None:
+    print(f"{message}  (--debug shows the traceback)" if code == 2 else message, file=sys.stderr)
+    sys.exit(code)
+
+
+def run_command(name: str, argv: list[str], debug: bool) -> None:
+    """Run one command; bad input, a refused write and Ctrl-C end in one line (see ``main``)."""
+    try:
+        COMMANDS[name][1](argv)
+    except user_errors() as error:
+        if debug:
+            raise
+        fail(f"error: {error_line(error)}", 2)
+    except OSError as error:
+        if debug or error.errno not in DISK_ERRNOS:
+            raise
+        fail(f"error: {disk_error_line(error)}", 2)
+    except KeyboardInterrupt as interrupted:
+        from course_utils.machinery.safe_files import Interrupted
+
+        if debug:
+            raise
+        message = error_line(interrupted) if isinstance(interrupted, Interrupted) else \
+            f"interrupted (Ctrl-C) during `{name}`; rerun the same command to do it again"
+        fail(message, INTERRUPTED_EXIT)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run one command. Bad input ends with one line, ``error: ...`` naming the fix, and exit
-    status 2; ``--debug`` (anywhere on the line) or ``COURSE_DEBUG=1`` shows the traceback instead."""
+    status 2; a write the disk refuses (full, read-only) likewise; Ctrl-C ends with one line on what
+    was kept and how to continue, exit status 130. ``--debug`` (anywhere on the line) or
+    ``COURSE_DEBUG=1`` shows the traceback instead."""
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv or os.environ.get(DEBUG_ENV_VAR, "0") not in ("", "0")
     argv = [a for a in argv if a != "--debug"]
@@ -167,14 +218,7 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(2)
         return
     quiet_libraries()
-    try:
-        COMMANDS[argv[0]][1](argv[1:])
-    except user_errors() as error:
-        if debug:
-            raise
-        message = " ".join(str(error).split()) or type(error).__name__
-        print(f"error: {message}  (--debug shows the traceback)", file=sys.stderr)
-        sys.exit(2)
+    run_command(argv[0], argv[1:], debug)
 
 
 if __name__ == "__main__":
