@@ -187,9 +187,10 @@ def demo_family_args(demo_families=()) -> tuple:
 
 
 def sft_command(seed: int, run_name: str, output_dir: str, threads: int, extra=()) -> list[str]:
-    """The SFT of one seed (its defaults: the measured 200-demo warm-up)."""
+    """The SFT of one seed (its defaults: the measured 200-demo warm-up). A benchmark run again
+    measures again: ``--overwrite`` replaces a model an earlier benchmark left under that name."""
     return child.python_command("course_utils", "sft", "--seed", seed, "--run-name", run_name,
-                                "--output-dir", output_dir, "--threads", threads, *extra)
+                                "--output-dir", output_dir, "--threads", threads, "--overwrite", *extra)
 
 
 def run_warm_up(seed: int, name: str, output_dir: Path, threads: int, env: dict, extra=()) -> dict:
@@ -228,7 +229,7 @@ def child_command(config: str, seed: int, run_name: str, output_dir: str, minute
                   extra: list[str]) -> list[str]:
     sets = [f"seed={seed}", f"run_name={run_name}", f"output_dir={output_dir}", f"max_train_minutes={minutes}",
             f"threads={threads}", *extra]
-    return child.python_command("course_utils", "ppo", "--config", config, "--set", *sets)
+    return child.python_command("course_utils", "ppo", "--config", config, "--overwrite", "--set", *sets)
 
 
 def _load() -> list[float] | None:
