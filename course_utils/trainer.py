@@ -172,14 +172,15 @@ def no_step_note(metrics: dict, config: PPOConfig) -> str:
             "step statistics are not measured (null in metrics.jsonl). If this repeats, raise target_kl")
 
 
-def interrupted_message(run_dir, update: int, checkpoint_update: int | None, command: str = "the same command") -> str:
+def interrupted_message(run_dir, update: int, checkpoint_update: int | None, command: str | None = None) -> str:
     """What a Ctrl-C kept and how to go on. The state of an update cut in the middle is half
     changed (the optimizer stepped, the log not written), so the last checkpoint is what is kept."""
+    again = (lambda flag: f"`{command} {flag}`") if command else (lambda flag: f"the same command plus {flag}")
     if checkpoint_update is None:
-        return (f"interrupted after {update} updates, before the first checkpoint: nothing to resume. Start again "
-                f"with {command} --overwrite")
-    return (f"interrupted after {update} updates; the checkpoint of update {checkpoint_update} is kept in "
-            f"{run_dir / checkpoint.CHECKPOINT}. Continue with {command} --resume")
+        return (f"interrupted after {update} update(s), before the first checkpoint: nothing to resume. Start "
+                f"again with {again('--overwrite')}")
+    return (f"interrupted after {update} update(s); the checkpoint of update {checkpoint_update} is kept in "
+            f"{run_dir / checkpoint.CHECKPOINT}. Continue with {again('--resume')}")
 
 
 class PPOTrainer:
@@ -518,8 +519,8 @@ def command_line(args) -> str:
     """The command that started this run, to quote in messages (``--resume`` appended by them)."""
     import shlex
 
-    return "`" + shlex.join(["python", "-m", "course_utils", "ppo", "--config", args.config]
-                            + (["--set", *args.set] if args.set else [])) + "`"
+    return shlex.join(["python", "-m", "course_utils", "ppo", "--config", args.config]
+                      + (["--set", *args.set] if args.set else []))
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -541,7 +542,7 @@ def main(argv: list[str] | None = None) -> dict:
             torch.distributed.barrier()  # rank 0 writes the report last: nobody leaves before it is done
     except KeyboardInterrupt:
         if trainer is None:
-            raise safe_files.Interrupted(f"interrupted before training started; nothing was written. Rerun {command}")
+            raise safe_files.Interrupted(f"interrupted before training started; nothing was written. Rerun `{command}`")
         raise safe_files.Interrupted(interrupted_message(trainer.run_dir, trainer.update, trainer.checkpoint_update,
                                                          command)) from None
     finally:
