@@ -158,17 +158,25 @@ def user_errors() -> tuple[type[BaseException], ...]:
             DeviceUnavailableError)
 
 
-# System errors that are the machine's state, not a bug: a full disk, a read-only or foreign folder.
-DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
+# System errors that are the machine's state or a path given, not a bug: a full disk, a read-only
+# or foreign folder, a file where a folder was meant.
+DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EEXIST,
+               errno.EISDIR)
 INTERRUPTED_EXIT = 130  # the shell's code for a process ended by SIGINT (Ctrl-C)
 
 
 def disk_error_line(error: OSError) -> str:
-    """The one line for a write the disk refused. Checkpoints and the SFT model are written
-    atomically, so what was there before the failed write is still whole."""
+    """The one line for a write the system refused, with the fix for its cause. Checkpoints and the
+    SFT model are written atomically, so what was there before the failed write is still whole."""
     where = f" {error.filename}" if error.filename else ""
-    return (f"could not write{where}: {error.strerror or error}. Fix: free disk space, or make the folder writable, "
-            "or choose another output folder; the last complete checkpoint or model is intact")
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        fix = "free disk space, or choose another output folder"
+    elif error.errno in (errno.ENOTDIR, errno.EEXIST, errno.EISDIR):
+        fix = "a file stands where a folder is needed (or the reverse): choose another path"
+    else:
+        fix = "make the folder writable, or choose another output folder"
+    return (f"could not write{where}: {error.strerror or error}. Fix: {fix}; the last complete checkpoint or "
+            "model is intact")
 
 
 def error_line(error: BaseException) -> str:
@@ -181,18 +189,40 @@ def fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
+def one_line_usage_errors(name: str):
+    """argparse answers a bad option with its usage block and then the error: two lines or more,
+    the fix in neither. Within a command it says the error and where the options are, in one line."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def patched():
+        original = argparse.ArgumentParser.error
+
+        def error(parser, message):
+            parser.exit(2, f"error: {message}; see `python -m course_utils {name} --help` for the options\n")
+
+        argparse.ArgumentParser.error = error
+        try:
+            yield
+        finally:
+            argparse.ArgumentParser.error = original
+
+    return patched()
+
+
 def run_command(name: str, argv: list[str], debug: bool) -> None:
     """Run one command; bad input, a refused write and Ctrl-C end in one line (see ``main``)."""
     try:
-        COMMANDS[name][1](argv)
-    except user_errors() as error:
+        with one_line_usage_errors(name):
+            COMMANDS[name][1](argv)
+    except (*user_errors(), OSError) as error:
         if debug:
             raise
-        fail(f"error: {error_line(error)}", 2)
-    except OSError as error:
-        if debug or error.errno not in DISK_ERRNOS:
+        if isinstance(error, OSError) and error.errno in DISK_ERRNOS:  # raised by the system, with its errno
+            fail(f"error: {disk_error_line(error)}", 2)
+        if not isinstance(error, user_errors()):
             raise
-        fail(f"error: {disk_error_line(error)}", 2)
+        fail(f"error: {error_line(error)}", 2)
     except KeyboardInterrupt as interrupted:
         from course_utils.machinery.safe_files import Interrupted
 

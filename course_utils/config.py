@@ -231,6 +231,7 @@ class PPOConfig:
             if not ok:
                 problems.append(message)
 
+        need(bool(str(self.run_name).strip()), "run_name must not be empty (the run's folder is output_dir/run_name)")
         need(self.batch_size >= 1, f"batch_size must be >= 1, got {self.batch_size}")
         need(self.num_minibatches >= 1, f"num_minibatches must be >= 1, got {self.num_minibatches}")
         need(self.num_minibatches >= 1 and self.batch_size % self.num_minibatches == 0,
@@ -370,8 +371,13 @@ def load_config(path: str | os.PathLike | None = None, **overrides) -> PPOConfig
         path = Path(path)
         if not path.is_file():
             presets = sorted(p.stem for p in CONFIGS_DIR.glob("*.yaml"))
-            raise FileNotFoundError(f"No config file {path}. Presets: {', '.join(presets)} (configs/<name>.yaml).")
-        values = yaml.safe_load(path.read_text()) or {}
+            near = next((str(c) for c in (path.with_suffix(".yaml"), CONFIGS_DIR / f"{path.name}.yaml") if c.is_file()), None)
+            hint = f" Did you mean {near}?" if near else ""
+            raise FileNotFoundError(f"No config file {path}.{hint} Presets: {', '.join(presets)} (configs/<name>.yaml).")
+        values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        if not isinstance(values, dict):
+            raise ValueError(f"{path} is not a config: a YAML file of `field: value` lines was expected "
+                             f"(got a {type(values).__name__}). Start from a preset in configs/")
     fast = values.pop("fast", {}) or {}
     if os.environ.get(FAST_ENV_VAR, "0") not in ("", "0"):
         values.update(fast)

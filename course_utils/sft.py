@@ -363,6 +363,7 @@ def save_merged(bundle, folder: Path) -> Path:
     merged = bundle.policy.lm.merge_and_unload()
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.partial-", dir=folder.parent))
+    tmp.chmod(0o755)  # mkdtemp's 0o700 would follow the folder into place
     try:
         merged.save_pretrained(tmp)
         bundle.tokenizer.save_pretrained(tmp)
