@@ -144,6 +144,9 @@ def quiet_libraries() -> None:
     hf_logging.set_verbosity_error()
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", message=".*generation flags.*")
+    # An update whose KL early stop fired before its first step steps the per-update learning-rate
+    # schedule without an optimizer step, on purpose (the schedule counts updates, not steps).
+    warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()` before `optimizer.step()`")
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
