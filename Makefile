@@ -8,6 +8,10 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE ?= 1
 export TRL_EXPERIMENTAL_SILENCE := 1
 export TOKENIZERS_PARALLELISM := false
+# Passed to the PPO runs below. A run folder that already holds a run is refused without
+# --overwrite or --resume, so `make ppo` run again starts over (as before); continue an
+# interrupted one with `make ppo RUN_ARGS=--resume`.
+RUN_ARGS ?= --overwrite
 
 .PHONY: setup lab test test-unit test-notebooks sft ppo-sft rlhf ppo ppo-instruct bench bench-learning figures data model clean-notebooks clean-venv
 
@@ -37,24 +41,24 @@ test-unit: $(STAMP)
 test-notebooks: $(STAMP)
 	COURSE_FAST=1 $(PY) -m pytest -q --nbval-lax --sanitize-with tests/nbval_sanitize.cfg notebooks
 
-sft: $(STAMP)  ## the SFT warm-up (200 train-split demonstrations, LoRA folded in), model in runs/sft-cpu/model
-	$(PY) -m course_utils sft
+sft: $(STAMP)  ## the SFT warm-up (200 train-split demonstrations, LoRA folded in), model in runs/sft-cpu/model (replaced if there)
+	$(PY) -m course_utils sft --overwrite
 
 runs/sft-cpu/model/config.json: | $(STAMP)
 	$(PY) -m course_utils sft
 
 ppo-sft: runs/sft-cpu/model/config.json  ## PPO from the SFT warm-up against the checker (runs make sft first if needed)
-	$(PY) -m course_utils ppo --config configs/cpu_sft.yaml
+	$(PY) -m course_utils ppo --config configs/cpu_sft.yaml $(RUN_ARGS)
 
 rlhf: runs/sft-cpu/model/config.json  ## RLHF: PPO from the SFT warm-up against the learned reward model (trained first if missing)
 	test -f "$${COURSE_RM_DIR:-$$HOME/.cache/course_utils/reward_model}/reward_model.json" || $(PY) -m course_utils rm train
-	$(PY) -m course_utils ppo --config configs/rlhf_cpu.yaml
+	$(PY) -m course_utils ppo --config configs/rlhf_cpu.yaml $(RUN_ARGS)
 
 ppo: runs/sft-cpu/model/config.json  ## the pipeline headless: PPO from the SFT warm-up against the checker (= ppo-sft), report in runs/ppo-cpu-sft/
-	$(PY) -m course_utils ppo --config configs/cpu_sft.yaml
+	$(PY) -m course_utils ppo --config configs/cpu_sft.yaml $(RUN_ARGS)
 
 ppo-instruct: $(STAMP)  ## the comparison: PPO from the instruct model, no warm-up (configs/cpu.yaml), report in runs/ppo-cpu/
-	$(PY) -m course_utils ppo --config configs/cpu.yaml
+	$(PY) -m course_utils ppo --config configs/cpu.yaml $(RUN_ARGS)
 
 bench: $(STAMP)  ## speed and memory, ours vs TRL, written as JSON
 	$(PY) -m course_utils bench --out runs/bench.json

@@ -34,6 +34,7 @@ The comparison harness (``comparison/``): TRL's PPOTrainer on our configuration,
 Machinery (``machinery/``): what engineers read
     paths, hub (model files), parameters, distributed, metrics, stop_rules, run_checks,
     checkpoint, faults, report, data_files, versions, packed_linear (faster CPU kernels),
+    safe_files (strict JSON, atomic writes, the run folder's rules: nothing lost to bad input),
     decode_loop (a plain sampling loop: the rollout with less per-token work),
     notebook_clean (no execution timestamps in committed notebooks),
     translations (the Korean lessons: translations files merged into the English notebooks, drift check)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
@@ -143,20 +144,103 @@ def quiet_libraries() -> None:
     hf_logging.set_verbosity_error()
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", message=".*generation flags.*")
+    # An update whose KL early stop fired before its first step steps the per-update learning-rate
+    # schedule without an optimizer step, on purpose (the schedule counts updates, not steps).
+    warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()` before `optimizer.step()`")
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
-    """Exceptions that mean "bad input" (a config value, a file, a model folder), not a bug."""
+    """Exceptions that mean "bad input" (a config value, a file, a model folder, a device this
+    machine lacks), not a bug."""
     import yaml
 
+    from course_utils.device import DeviceUnavailableError
     from course_utils.machinery.checkpoint import DamagedCheckpointError
 
-    return (ValueError, FileNotFoundError, NotADirectoryError, yaml.YAMLError, DamagedCheckpointError)
+    return (ValueError, FileNotFoundError, NotADirectoryError, yaml.YAMLError, DamagedCheckpointError,
+            DeviceUnavailableError)
+
+
+# System errors that are the machine's state or a path given, not a bug: a full disk, a read-only
+# or foreign folder, a file where a folder was meant.
+DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EEXIST,
+               errno.EISDIR)
+INTERRUPTED_EXIT = 130  # the shell's code for a process ended by SIGINT (Ctrl-C)
+
+
+def disk_error_line(error: OSError) -> str:
+    """The one line for a write the system refused, with the fix for its cause. Checkpoints and the
+    SFT model are written atomically, so what was there before the failed write is still whole."""
+    where = f" {error.filename}" if error.filename else ""
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        fix = "free disk space, or choose another output folder"
+    elif error.errno in (errno.ENOTDIR, errno.EEXIST, errno.EISDIR):
+        fix = "a file stands where a folder is needed (or the reverse): choose another path"
+    else:
+        fix = "make the folder writable, or choose another output folder"
+    return (f"could not write{where}: {error.strerror or error}. Fix: {fix}; the last complete checkpoint or "
+            "model is intact")
+
+
+def error_line(error: BaseException) -> str:
+    """An exception's message on one line (a message may span lines; a terminal shows one)."""
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def fail(message: str, code: int) -> None:
+    print(f"{message}  (--debug shows the traceback)" if code == 2 else message, file=sys.stderr)
+    sys.exit(code)
+
+
+def one_line_usage_errors(name: str):
+    """argparse answers a bad option with its usage block and then the error: two lines or more,
+    the fix in neither. Within a command it says the error and where the options are, in one line."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def patched():
+        original = argparse.ArgumentParser.error
+
+        def error(parser, message):
+            parser.exit(2, f"error: {message}; see `python -m course_utils {name} --help` for the options\n")
+
+        argparse.ArgumentParser.error = error
+        try:
+            yield
+        finally:
+            argparse.ArgumentParser.error = original
+
+    return patched()
+
+
+def run_command(name: str, argv: list[str], debug: bool) -> None:
+    """Run one command; bad input, a refused write and Ctrl-C end in one line (see ``main``)."""
+    try:
+        with one_line_usage_errors(name):
+            COMMANDS[name][1](argv)
+    except (*user_errors(), OSError) as error:
+        if debug:
+            raise
+        if isinstance(error, OSError) and error.errno in DISK_ERRNOS:  # raised by the system, with its errno
+            fail(f"error: {disk_error_line(error)}", 2)
+        if not isinstance(error, user_errors()):
+            raise
+        fail(f"error: {error_line(error)}", 2)
+    except KeyboardInterrupt as interrupted:
+        from course_utils.machinery.safe_files import Interrupted
+
+        if debug:
+            raise
+        message = error_line(interrupted) if isinstance(interrupted, Interrupted) else \
+            f"interrupted (Ctrl-C) during `{name}`; rerun the same command to do it again"
+        fail(message, INTERRUPTED_EXIT)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run one command. Bad input ends with one line, ``error: ...`` naming the fix, and exit
-    status 2; ``--debug`` (anywhere on the line) or ``COURSE_DEBUG=1`` shows the traceback instead."""
+    status 2; a write the disk refuses (full, read-only) likewise; Ctrl-C ends with one line on what
+    was kept and how to continue, exit status 130. ``--debug`` (anywhere on the line) or
+    ``COURSE_DEBUG=1`` shows the traceback instead."""
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv or os.environ.get(DEBUG_ENV_VAR, "0") not in ("", "0")
     argv = [a for a in argv if a != "--debug"]
@@ -167,14 +251,7 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(2)
         return
     quiet_libraries()
-    try:
-        COMMANDS[argv[0]][1](argv[1:])
-    except user_errors() as error:
-        if debug:
-            raise
-        message = " ".join(str(error).split()) or type(error).__name__
-        print(f"error: {message}  (--debug shows the traceback)", file=sys.stderr)
-        sys.exit(2)
+    run_command(argv[0], argv[1:], debug)
 
 
 if __name__ == "__main__":

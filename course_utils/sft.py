@@ -20,6 +20,8 @@ from __future__ import annotations
 import argparse
 import math
 import random
+import shutil
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,6 +34,7 @@ from course_utils import models, tasks
 from course_utils import ppo_math as pm
 from course_utils.config import field_docs
 from course_utils.device import pick_device, seed_everything, set_threads
+from course_utils.machinery import hub, safe_files
 from course_utils.rollout import (greedy_answers, response_mask_from_ids, sampled_answers, sequence_forward,
                                   stop_token_ids, tokenize_prompts)
 
@@ -103,6 +106,11 @@ class SFTConfig:
             (self.self_samples >= 0, f"self_samples must be >= 0 (0 = no self-sampling), got {self.self_samples}"),
             (self.resample_every >= 1, f"resample_every must be >= 1 SFT step, got {self.resample_every}"),
             (self.eval_split != "train", "eval_split must be a held-out split (validation or test), not train"),
+            (self.eval_split in (*tasks.SPLITS, tasks.UNSEEN_SPLIT),
+             f"eval_split must be one of {[*tasks.SPLITS, tasks.UNSEEN_SPLIT]}, got {self.eval_split!r}"),
+            (self.eval_prompts >= 1, f"eval_prompts must be >= 1 (the pass rate of no prompt is undefined), "
+                                     f"got {self.eval_prompts}"),
+            (self.max_new_tokens >= 1, f"max_new_tokens must be >= 1, got {self.max_new_tokens}"),
             (not set(self.demo_families) - set(tasks.TASK_FAMILIES),
              f"demo_families has unknown families {sorted(set(self.demo_families) - set(tasks.TASK_FAMILIES))}; "
              f"choose from {', '.join(tasks.TASK_FAMILIES)}"),
@@ -121,6 +129,9 @@ def demonstrations(n: int, seed: int, families=()) -> list[tasks.Prompt]:
     validation or test)."""
     records = [r for r in tasks.load_split("train") if not families or r.family in families]
     random.Random(seed).shuffle(records)
+    if not records:
+        which = f" of {', '.join(families)}" if families else ""
+        raise ValueError(f"the train split has no prompts{which}: regenerate data/ with `python -m course_utils data`")
     if n > len(records):
         which = f" of {', '.join(families)}" if families else ""
         raise ValueError(f"demos={n} but the train split has {len(records)} prompts{which}; use at most {len(records)}")
@@ -251,6 +262,10 @@ def train_sft(config: SFTConfig, progress: bool = True) -> dict:
     threads = set_threads(config.threads or None)
     seed_everything(config.seed)
     device = pick_device(config.device)
+    demos = teacher_demonstrations(config)  # the data and the output folder are checked before the model loads
+    safe_files.check_writable(config.run_dir, "choose another --output-dir")
+    safe_files.check_free_space(config.run_dir, weights_bytes(config.model), "the SFT model",
+                                "free some space or choose another --output-dir")
     lora = models.LoRASettings(rank=config.lora_rank, alpha=config.lora_alpha)
     bundle = models.load_bundle(config.model, lora=lora, device=device, seed=config.seed)
     policy, tokenizer = bundle.policy, bundle.tokenizer
@@ -259,7 +274,6 @@ def train_sft(config: SFTConfig, progress: bool = True) -> dict:
                 for name in (config.eval_split, tasks.UNSEEN_SPLIT)}  # the same prompts, asked anew
     before = {name: pass_rates(bundle, records, config.max_new_tokens) for name, records in held_out.items()}
 
-    demos = teacher_demonstrations(config)
     data = list(demos)  # grows with self-sampling
     untaught = prompts_without_demonstration(demos) if config.self_samples else []
     kept: dict[str, set[str]] = {}
@@ -286,7 +300,6 @@ def train_sft(config: SFTConfig, progress: bool = True) -> dict:
             if untaught and len(losses) % config.resample_every == 0:
                 rounds.append(self_sample_round(bundle, untaught, data, kept, config, step=len(losses)))
                 policy.train()
-    seconds = time.perf_counter() - start
     seconds = time.perf_counter() - start
     after = {name: pass_rates(bundle, records, config.max_new_tokens) for name, records in held_out.items()}
     metrics = {"config": asdict(config), "demos": len(demos), "steps": len(losses), "train_seconds": seconds,
@@ -319,23 +332,44 @@ def self_sample_round(bundle, untaught: list, data: list, kept: dict, config: SF
             "per_family": dict(sorted(per_family.items())), "seconds": time.perf_counter() - t0}
 
 
+def weights_bytes(model: str) -> int:
+    """Bytes of ``model``'s weight files: about what ``save_merged`` writes (float32, LoRA folded in)."""
+    folder = hub.resolve_model(model)
+    return sum(f.stat().st_size for pattern in hub.WEIGHT_PATTERNS for f in folder.glob(pattern))
+
+
+def complete_model(folder: Path) -> bool:
+    """True when ``folder`` holds a whole model: its config.json and its weights. A config alone
+    is what a save cut short (a full disk) leaves; PPO would fail on it much later."""
+    return (folder / "config.json").is_file() and hub.has_weights(folder)
+
+
 def warm_start(config: SFTConfig, progress: bool = True) -> Path:
     """PPO's starting model, ``<output_dir>/<run_name>/model``: kept if that folder already holds
-    a model (lesson 6a or ``make sft`` wrote it), trained first by ``train_sft`` if it does not."""
+    a complete model (lesson 6a or ``make sft`` wrote it), trained first by ``train_sft`` if not."""
     folder = config.run_dir / "model"
-    if not (folder / "config.json").is_file():
-        print(f"No SFT model in {folder} yet: training the warm-up first ({config.demos} demonstrations).")
+    if not complete_model(folder):
+        found = "an incomplete model (no weights)" if folder.exists() else "no SFT model"
+        print(f"Found {found} in {folder}: training the warm-up first ({config.demos} demonstrations).")
         train_sft(config, progress=progress)
     return folder
 
 
 def save_merged(bundle, folder: Path) -> Path:
     """Fold the LoRA update into the weights (W <- W + (alpha/r) B A) and save a plain model
-    folder with its tokenizer: PPO's starting policy and reference."""
+    folder with its tokenizer: PPO's starting policy and reference. Written into a temporary
+    folder beside ``folder`` and renamed into place, so a save cut short (a full disk, a kill)
+    leaves the previous model whole, never a config without weights."""
     merged = bundle.policy.lm.merge_and_unload()
-    folder.mkdir(parents=True, exist_ok=True)
-    merged.save_pretrained(folder)
-    bundle.tokenizer.save_pretrained(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.partial-", dir=folder.parent))
+    tmp.chmod(0o755)  # mkdtemp's 0o700 would follow the folder into place
+    try:
+        merged.save_pretrained(tmp)
+        bundle.tokenizer.save_pretrained(tmp)
+        safe_files.replace_folder(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return folder
 
 
@@ -353,9 +387,17 @@ def main(argv: list[str] | None = None) -> dict:
         else:
             parser.add_argument(flag, type=type(spec.default), default=spec.default,
                                 help=f"{doc} (default: {spec.default})")
+    parser.add_argument("--overwrite", action="store_true", help="replace the model this run_name already holds")
     args = parser.parse_args(argv)
-    config = SFTConfig(**{name: getattr(args, name) for name in SFTConfig.__dataclass_fields__})
-    metrics = train_sft(config)
+    config = SFTConfig(**{name: getattr(args, name) for name in SFTConfig.__dataclass_fields__}).validate()
+    if complete_model(config.run_dir / "model") and not args.overwrite:
+        raise ValueError(f"{config.run_dir / 'model'} already holds an SFT model: replace it with --overwrite, "
+                         "or give this run another --run-name")
+    try:
+        metrics = train_sft(config)
+    except KeyboardInterrupt:
+        raise safe_files.Interrupted(f"interrupted: the SFT warm-up keeps no checkpoint, and {config.run_dir / 'model'} "
+                                     "is as it was before this run. Rerun the same command to train it") from None
     for name in metrics["before"]:
         before, after = metrics["before"][name], metrics["after"][name]
         print(f"held-out pass rate ({name}): {before['pass_rate']:.0%} -> {after['pass_rate']:.0%}")

@@ -885,23 +885,63 @@ def default_data_dir() -> Path:
     return Path(env) if env else DATA_DIR
 
 
-def _read_jsonl(path: Path) -> list[dict]:
+PAIR_FIELDS = ("prompt", "chosen", "rejected", "kind", "family")
+"""The fields of a preference pair that the reward model reads."""
+DATA_FIX = "Fix: correct that line, or regenerate data/ with `python -m course_utils data`"
+
+
+def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
+    """``(line number, record)`` for every non-blank line of a JSON-lines file. A broken line, a
+    byte that is not UTF-8 or a line that is not an object is named with its file and line."""
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist. Fix: run `make data` "
                                 f"(or `python -m course_utils data`), or set {DATA_ENV_VAR}.")
-    with path.open(encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    rows = []
+    with path.open("rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(f"{path}, line {number}: byte {raw[error.start]:#04x} at column {error.start + 1} "
+                                 f"is not UTF-8. {DATA_FIX}") from None
+            if not text.strip():
+                continue
+            try:
+                record = json.loads(text)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path}, line {number}: not valid JSON ({error.msg}, column {error.colno}). "
+                                 f"{DATA_FIX}") from None
+            if not isinstance(record, dict):
+                raise ValueError(f"{path}, line {number}: a JSON object {{...}} was expected, got "
+                                 f"{type(record).__name__}. {DATA_FIX}")
+            rows.append((number, record))
+    return rows
+
+
+def _require_fields(path: Path, number: int, record: dict, names) -> dict:
+    if missing := [k for k in names if k not in record]:
+        raise ValueError(f"{path}, line {number}: the record lacks the field(s) {missing}. {DATA_FIX}")
+    return record
 
 
 def load_split(split: str, data_dir: str | os.PathLike | None = None) -> list[Prompt]:
     """Read the committed prompts of one split (data/{split}.jsonl)."""
     _check_split_name(split)
     folder = Path(data_dir) if data_dir is not None else default_data_dir()
-    return [Prompt.from_dict(r) for r in _read_jsonl(folder / f"{split}.jsonl")]
+    path = folder / f"{split}.jsonl"
+    records = []
+    for number, record in _read_jsonl(path):
+        _require_fields(path, number, record, ("id", "family", "split", "prompt", "target"))
+        if record["family"] not in TASK_FAMILIES:
+            raise ValueError(f"{path}, line {number}: unknown task family {record['family']!r} (the checker knows "
+                             f"{', '.join(TASK_FAMILIES)}). {DATA_FIX}")
+        records.append(Prompt.from_dict(record))
+    return records
 
 
 def load_pairs(split: str, data_dir: str | os.PathLike | None = None) -> list[dict]:
     """Read the committed preference pairs of one split (data/pairs_{split}.jsonl)."""
     _check_split_name(split)
     folder = Path(data_dir) if data_dir is not None else default_data_dir()
-    return _read_jsonl(folder / f"pairs_{split}.jsonl")
+    path = folder / f"pairs_{split}.jsonl"
+    return [_require_fields(path, n, r, PAIR_FIELDS) for n, r in _read_jsonl(path)]

@@ -33,13 +33,13 @@ from course_utils import update as ppo
 from course_utils.config import PPOConfig, load_config
 from course_utils.device import default_dtype, pick_device, seed_everything, set_threads
 from course_utils.family_sampling import SuccessVarianceStream
-from course_utils.machinery import checkpoint, report, stop_rules
+from course_utils.machinery import checkpoint, report, safe_files, stop_rules
 from course_utils.machinery.distributed import gather_objects, global_max, params_in_sync, rank_and_world_size
 from course_utils.machinery.faults import NaNRewardFrom
 from course_utils.machinery.metrics import update_metrics
 from course_utils.machinery.run_checks import task_outcomes
 from course_utils.reward_model import make_reward
-from course_utils.rollout import SamplingSettings, greedy_answers, sampling_compute_dtype
+from course_utils.rollout import SamplingSettings, greedy_answers, longest_prompt, sampling_compute_dtype
 
 METRICS = "metrics.jsonl"
 
@@ -105,6 +105,24 @@ def prompt_stream(train: list, config: PPOConfig, rank: int = 0, world_size: int
     return PromptStream(train, prompts_per_batch, config.seed, rank, world_size)
 
 
+def load_prompts(config: PPOConfig, rank: int = 0, world_size: int = 1) -> tuple[list, list, list, object]:
+    """``(train records, eval_records, sample_records, training stream)`` of ``config``: read
+    before any model loads, so a broken data file or an empty selection is reported at once (and
+    not as "lower batch_size", the fix for a batch larger than a non-empty split)."""
+    families = set(config.task_families)
+    selected = {}
+    for split in (config.train_split, config.eval_split):
+        selected[split] = [r for r in tasks.load_split(split) if not families or r.family in families]
+        if not selected[split]:
+            which = f" of task_families {sorted(families)}" if families else ""
+            raise ValueError(f"{tasks.default_data_dir() / (split + '.jsonl')} has no prompts{which}. Fix: regenerate it with "
+                             f"`python -m course_utils data`" + (", or check task_families" if families else ""))
+    train = selected[config.train_split]
+    eval_records = balanced_subset(selected[config.eval_split], config.eval_prompts)
+    return train, eval_records, balanced_subset(eval_records, config.num_sample_prompts), \
+        prompt_stream(train, config, rank, world_size)
+
+
 def observe_successes(stream, batch: ppo.RolloutBatch) -> dict:
     """success_variance: fold the checker's verdicts on this batch (every process's episodes)
     into the family estimates. Returns the weights the batch was drawn with, for the log."""
@@ -132,6 +150,39 @@ def refuse_generation_logprobs_off_float32(config: PPOConfig, device) -> None:
         )
 
 
+def check_context(bundle, config: PPOConfig, records: list) -> None:
+    """Every prompt the run will ask, plus ``max_new_tokens``, must fit the model's positions:
+    checked once the tokenizer is there rather than at the first rollout, and answered with the
+    largest ``max_new_tokens`` that fits (a fix the learner can apply)."""
+    longest, positions = longest_prompt(bundle.tokenizer, [r.prompt for r in records], bundle.policy.base_model)
+    if positions is None or longest + config.max_new_tokens <= positions:
+        return
+    if longest >= positions:
+        raise ValueError(f"the longest prompt is {longest} tokens after the chat template, and the model has "
+                         f"{positions} positions: no answer fits. Fix: use a model with a longer context")
+    raise ValueError(f"max_new_tokens={config.max_new_tokens} does not fit: the longest prompt is {longest} tokens "
+                     f"after the chat template and the model has {positions} positions. Fix: --set "
+                     f"max_new_tokens={positions - longest} (the largest that fits) or less")
+
+
+def no_step_note(metrics: dict, config: PPOConfig) -> str:
+    """The log line of an update whose KL early stop fired before its first optimizer step."""
+    return (f"update {metrics['update']} took no optimizer step: the approximate KL of its first minibatch "
+            f"already passed 1.5 x target_kl ({config.target_kl:g}), so nothing was trained on this batch and its "
+            "step statistics are not measured (null in metrics.jsonl). If this repeats, raise target_kl")
+
+
+def interrupted_message(run_dir, update: int, checkpoint_update: int | None, command: str | None = None) -> str:
+    """What a Ctrl-C kept and how to go on. The state of an update cut in the middle is half
+    changed (the optimizer stepped, the log not written), so the last checkpoint is what is kept."""
+    again = (lambda flag: f"`{command} {flag}`") if command else (lambda flag: f"the same command plus {flag}")
+    if checkpoint_update is None:
+        return (f"interrupted after {update} update(s), before the first checkpoint: nothing to resume. Start "
+                f"again with {again('--overwrite')}")
+    return (f"interrupted after {update} update(s); the checkpoint of update {checkpoint_update} is kept in "
+            f"{run_dir / checkpoint.CHECKPOINT}. Continue with {again('--resume')}")
+
+
 class PPOTrainer:
     """Runs PPO from a :class:`PPOConfig`.
 
@@ -149,14 +200,16 @@ class PPOTrainer:
         self.device = pick_device(config.device)
         if bundle is None:  # refused here, before any model loads, rather than at the first rollout
             refuse_generation_logprobs_off_float32(config, self.device)
+        train, self.eval_records, self.sample_records, self.prompts = load_prompts(config, self.rank, self.world_size)
         self.run_dir = config.run_dir
         if self.rank == 0:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
+            safe_files.check_writable(self.run_dir, "choose another output_dir (--set output_dir=DIR)")
         lora = models.LoRASettings(rank=config.lora_rank, alpha=config.lora_alpha,
                                    target_modules=tuple(config.lora_target_modules)) if config.lora_rank else None
         self.bundle = bundle or models.load_bundle(model=config.model, lora=lora, reward=make_reward(config, self.device),
                                                    device=self.device, seed=config.seed)
         self.policy = self.bundle.policy
+        check_context(self.bundle, config, train + self.eval_records)
         if config.sampling_dtype != "float32":  # refused before the first rollout, not at it
             sampling_compute_dtype(self.policy, config.sampling_dtype, config.packed_cpu_linears)
         # Training rollouts are scored through the fault injector (a no-op unless the config asks).
@@ -169,7 +222,6 @@ class PPOTrainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.kl_controller = (pm.AdaptiveKLController(config.kl_coef, config.kl_target, config.kl_horizon)
                               if config.adaptive_kl else pm.FixedKLController(config.kl_coef))
-        self._load_prompts()
         self.update = 0  # updates done so far
         self.history: list[dict] = []
         self.evals: list[dict] = []
@@ -188,14 +240,6 @@ class PPOTrainer:
         if cfg.max_train_minutes > 0 and updates_done:
             progress = max(progress, self.training_seconds() / (60 * cfg.max_train_minutes))
         return max(0.0, 1.0 - progress)
-
-    def _load_prompts(self) -> None:
-        cfg, families = self.config, set(self.config.task_families)
-        train = [r for r in tasks.load_split(cfg.train_split) if not families or r.family in families]
-        held_out = [r for r in tasks.load_split(cfg.eval_split) if not families or r.family in families]
-        self.eval_records = balanced_subset(held_out, cfg.eval_prompts)
-        self.sample_records = balanced_subset(self.eval_records, cfg.num_sample_prompts)
-        self.prompts = prompt_stream(train, cfg, self.rank, self.world_size)
 
     def sampling(self, greedy: bool = False) -> SamplingSettings:
         return SamplingSettings(temperature=self.config.temperature, top_k=0, top_p=1.0,
@@ -247,7 +291,8 @@ class PPOTrainer:
         reward, and the answers to the fixed sample prompts."""
         self.policy.eval()
         records = self.eval_records
-        answers = greedy_answers(self.bundle, [r.prompt for r in records], self.config.max_new_tokens)
+        answers = greedy_answers(self.bundle, [r.prompt for r in records], self.config.max_new_tokens,
+                                 packed=self.config.packed_cpu_linears, decode_loop=self.config.decode_loop)
         passed = [tasks.check(r, a).passed for r, a in zip(records, answers)]
         rewards = self.bundle.reward.score([r.prompt for r in records], answers, records)
         per_task: dict[str, list[bool]] = {}
@@ -328,8 +373,8 @@ class PPOTrainer:
     # ------------------------------------------------------------------ the run
 
     def _write_jsonl(self, name: str, rows: list[dict]) -> None:
-        if self.rank == 0:
-            (self.run_dir / name).write_text("".join(json.dumps(row) + "\n" for row in rows))
+        if self.rank == 0:  # strict JSON (NaN -> null), atomic: a full disk leaves the old file
+            safe_files.write_jsonl(self.run_dir / name, rows)
 
     def training_seconds(self) -> float:
         """Wall time of the updates so far (evaluations and checkpoints excluded); survives a resume."""
@@ -348,21 +393,25 @@ class PPOTrainer:
         cfg = self.config
         self._start(resume)
         bar = tqdm(total=cfg.total_updates, initial=self.update, desc="PPO updates", disable=self.rank != 0 or self.quiet)
-        while self.update < cfg.total_updates and self.stop is None and not self.budget_spent():
-            metrics = self.ppo_update()
-            self._after_update(metrics)
-            bar.update(1)
-            budget = {"trained": f"{self.training_seconds() / 60:.1f}/{cfg.max_train_minutes:g} min"} \
-                if cfg.max_train_minutes else {}  # with a budget, the bar's own ETA (by updates) is an upper bound
-            bar.set_postfix(score=f"{metrics['score']:.3f}", kl=f"{metrics['kl_per_sequence']:.2f}",
-                            len=f"{metrics['response_length']:.1f}", **budget)
-            for callback in self.callbacks:
-                callback(self, metrics)
-            # Only a healthy update may overwrite the checkpoint: it stays the last-known-good state.
-            healthy = self.stop is None and not stop_rules.is_nonfinite(metrics)
-            if healthy and (self.update % cfg.save_every == 0 or self._last_update()):
-                self.save_checkpoint()
-        bar.close()
+        try:
+            while self.update < cfg.total_updates and self.stop is None and not self.budget_spent():
+                metrics = self.ppo_update()
+                self._after_update(metrics)
+                bar.update(1)
+                budget = {"trained": f"{self.training_seconds() / 60:.1f}/{cfg.max_train_minutes:g} min"} \
+                    if cfg.max_train_minutes else {}  # with a budget, the bar's own ETA (by updates) is an upper bound
+                bar.set_postfix(score=f"{metrics['score']:.3f}", kl=f"{metrics['kl_per_sequence']:.2f}",
+                                len=f"{metrics['response_length']:.1f}", **budget)
+                for callback in self.callbacks:
+                    callback(self, metrics)
+                # Only a healthy update may overwrite the checkpoint: it stays the last-known-good state.
+                healthy = self.stop is None and not stop_rules.is_nonfinite(metrics)
+                if healthy and (self.update % cfg.save_every == 0 or self._last_update()):
+                    self.save_checkpoint()
+        except KeyboardInterrupt:  # mid-update state is half-changed: the checkpoint is what is kept
+            raise safe_files.Interrupted(interrupted_message(self.run_dir, self.update, self.checkpoint_update)) from None
+        finally:
+            bar.close()
         return self._finish()
 
     def _last_update(self) -> bool:
@@ -373,8 +422,8 @@ class PPOTrainer:
         if resume and self.load_checkpoint():
             self.log(f"resumed from update {self.update}")
         if self.rank == 0:
-            (self.run_dir / "config.json").write_text(json.dumps(self.config.to_dict(), indent=2) + "\n")
-            (self.run_dir / "manifest.json").write_text(json.dumps(self.bundle.manifest, indent=2, default=str) + "\n")
+            safe_files.write_json(self.run_dir / "config.json", self.config.to_dict())
+            safe_files.write_json(self.run_dir / "manifest.json", self.bundle.manifest, default=str)
         self._write_jsonl(METRICS, self.history)  # drops lines past the checkpoint after a kill
         if not self.evals:
             self._evaluate_and_keep_best()
@@ -385,6 +434,8 @@ class PPOTrainer:
         self.stop, self.streaks = stop_rules.check_update(metrics, self.config, self.streaks)
         if self.stop is not None:
             metrics["stop"] = str(self.stop)
+        if metrics["kl_stop_steps_skipped"] and not metrics["optimizer_steps"]:
+            self.log(no_step_note(metrics, self.config))
         self.history.append(metrics)
         if self.stop is None and (self.update % self.config.eval_every == 0 or self._last_update()):
             self._evaluate_and_keep_best()
@@ -422,7 +473,7 @@ class PPOTrainer:
         if self.rank == 0:
             self.save_adapter()
             report.write_report(self.run_dir, cfg, self.history, self.evals, summary, self.bundle.manifest)
-            (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+            safe_files.write_json(self.run_dir / "summary.json", summary)
         return summary
 
     def save_adapter(self, folder=None) -> None:
@@ -438,33 +489,65 @@ class PPOTrainer:
 # ---------------------------------------------------------------------------------------------
 
 
-def main(argv: list[str] | None = None) -> dict:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m course_utils ppo", description="Run PPO headless.")
     parser.add_argument("--config", default="configs/cpu.yaml", help="a preset in configs/ (YAML)")
-    parser.add_argument("--resume", action="store_true", help="continue from the run's last checkpoint")
+    parser.add_argument("--resume", action="store_true", help="continue from the run's last checkpoint (there must be one)")
+    parser.add_argument("--resume-or-start", action="store_true",
+                        help="continue from the run's checkpoint if it has one, else start the run")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="start afresh in a run folder that already holds a run (its checkpoint and logs are deleted)")
     parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE",
                         help="override config fields, e.g. --set total_updates=5 seed=1")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def parse_overrides(items: list[str]) -> dict:
+    """``FIELD=VALUE`` strings -> {field: value}, each value read as YAML (numbers, true, lists)."""
     import yaml
 
     overrides = {}
-    for item in args.set:
-        key, _, value = item.partition("=")
+    for item in items:
+        key, equals, value = item.partition("=")
+        if not equals or not key:
+            raise ValueError(f"--set takes FIELD=VALUE pairs, got {item!r}; e.g. --set total_updates=5 seed=1")
         overrides[key] = yaml.safe_load(value)
-    config = load_config(args.config, **overrides)
+    return overrides
+
+
+def command_line(args) -> str:
+    """The command that started this run, to quote in messages (``--resume`` appended by them)."""
+    import shlex
+
+    return shlex.join(["python", "-m", "course_utils", "ppo", "--config", args.config]
+                      + (["--set", *args.set] if args.set else []))
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = build_parser().parse_args(argv)
+    config = load_config(args.config, **parse_overrides(args.set))
+    command = command_line(args)
+    resume = safe_files.check_run_folder(config.run_dir, args.resume, args.overwrite, args.resume_or_start, command)
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     if distributed:
         torch.distributed.init_process_group("gloo")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # let finally-blocks run on `kill`
+    trainer = None
     try:
-        trainer = PPOTrainer(config)
-        summary = trainer.train(resume=args.resume)
+        trainer = PPOTrainer(config)  # every check passed and the model loaded: only now remove an old run
+        if args.overwrite and trainer.rank == 0:
+            safe_files.remove_run_state(config.run_dir)
+        summary = trainer.train(resume=resume)
         if distributed:
             torch.distributed.barrier()  # rank 0 writes the report last: nobody leaves before it is done
+    except KeyboardInterrupt:
+        if trainer is None:
+            raise safe_files.Interrupted(f"interrupted before training started; nothing was written. Rerun `{command}`")
+        raise safe_files.Interrupted(interrupted_message(trainer.run_dir, trainer.update, trainer.checkpoint_update,
+                                                         command)) from None
     finally:
         if distributed:
             torch.distributed.destroy_process_group()
     if trainer.rank == 0:
         print("\n".join(report.summary_lines(summary, trainer.run_dir)))
     return summary
-

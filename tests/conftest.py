@@ -70,3 +70,28 @@ def stopping_bundle(tiny_model_dir):
                                                  packed=False, decode_loop=False)):
                 break
     return bundle
+
+
+# ---------------------------------------------------------------------------------------------
+# The command line in-process: exit code, stdout, stderr
+
+
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    """Run ``python -m course_utils *argv`` in this process; ``(exit code, stdout, stderr)``, the
+    code 0 when the command returned without ``sys.exit``. In-process, so a test can monkeypatch a
+    fault (a full disk, a Ctrl-C) into the run."""
+    from course_utils import __main__ as cli
+
+    try:
+        cli.main([str(a) for a in argv])
+        code = 0
+    except SystemExit as stopped:
+        code = stopped.code if isinstance(stopped.code, int) else 1
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def last_line(err: str) -> str:
+    """The last line of stderr: the command's answer (progress bars may come before it)."""
+    lines = [line for line in err.replace("\r", "\n").splitlines() if line.strip()]
+    return lines[-1] if lines else ""

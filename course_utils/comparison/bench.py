@@ -71,6 +71,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from course_utils.comparison import child
+from course_utils.machinery import safe_files
 from course_utils.machinery.versions import package_versions
 
 GB = 1e9
@@ -861,6 +862,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     if min(args.updates, args.threads, args.batch_size, args.response_length) < 1 or args.warmup < 0:
         raise SystemExit("--updates, --threads, --batch-size and --response-length must be >= 1, --warmup >= 0")
+    safe_files.check_writable(Path(args.out).parent, "choose another --out")  # before minutes of benchmarking
     cfg = BenchConfig(model=args.model, updates=args.updates, warmup=args.warmup, threads=args.threads,
                       batch_size=args.batch_size, response_length=args.response_length,
                       full_length=not args.natural_eos, old_logprobs_from=args.old_logprobs_from,
@@ -883,8 +885,7 @@ def main(argv: list[str] | None = None) -> dict:
         "versions": package_versions(),
     }
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
+    safe_files.write_json(out, report)
     print(summary_text(report))
     print(f"\nwritten: {out}")
     failed = [side for side in sides if "error" in results[side]]

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from course_utils.comparison import child
+from course_utils.machinery import safe_files
 
 TARGET_GAIN_POINTS = 30.0
 """The course's target: held-out pass rate up by at least this many points (issue 6)."""
@@ -187,9 +188,10 @@ def demo_family_args(demo_families=()) -> tuple:
 
 
 def sft_command(seed: int, run_name: str, output_dir: str, threads: int, extra=()) -> list[str]:
-    """The SFT of one seed (its defaults: the measured 200-demo warm-up)."""
+    """The SFT of one seed (its defaults: the measured 200-demo warm-up). A benchmark run again
+    measures again: ``--overwrite`` replaces a model an earlier benchmark left under that name."""
     return child.python_command("course_utils", "sft", "--seed", seed, "--run-name", run_name,
-                                "--output-dir", output_dir, "--threads", threads, *extra)
+                                "--output-dir", output_dir, "--threads", threads, "--overwrite", *extra)
 
 
 def run_warm_up(seed: int, name: str, output_dir: Path, threads: int, env: dict, extra=()) -> dict:
@@ -228,7 +230,7 @@ def child_command(config: str, seed: int, run_name: str, output_dir: str, minute
                   extra: list[str]) -> list[str]:
     sets = [f"seed={seed}", f"run_name={run_name}", f"output_dir={output_dir}", f"max_train_minutes={minutes}",
             f"threads={threads}", *extra]
-    return child.python_command("course_utils", "ppo", "--config", config, "--set", *sets)
+    return child.python_command("course_utils", "ppo", "--config", config, "--overwrite", "--set", *sets)
 
 
 def _load() -> list[float] | None:
@@ -290,10 +292,10 @@ def main(argv: list[str] | None = None) -> dict:
     from course_utils.machinery.versions import package_versions
     from course_utils.config import load_config
 
-    import yaml
+    from course_utils.trainer import parse_overrides
 
     # The children read --set the same way; checking here fails before any run on a typo.
-    load_config(args.config, **{k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in args.set)})
+    load_config(args.config, **parse_overrides(args.set))
     if args.parallel < 1 or args.minutes <= 0:
         raise SystemExit("--parallel must be >= 1 and --minutes > 0")
     from course_utils import tasks
@@ -308,14 +310,13 @@ def main(argv: list[str] | None = None) -> dict:
     if not 0.0 <= args.demo_noise <= 1.0 or args.self_samples < 0 or args.resample_every < 1:
         raise SystemExit("--demo-noise must be in [0, 1], --self-samples >= 0 and --resample-every >= 1")
     out = Path(args.out)
-    output_dir = out.parent / "learning"
-    output_dir.mkdir(parents=True, exist_ok=True)
+    output_dir = safe_files.check_writable(out.parent / "learning", "choose another --out")  # before an hour of runs
     cores = os.cpu_count() or 1
     threads = max(1, cores // args.parallel)
     if args.sft_full:
         report = {**run_sft_full(args, output_dir, threads), "demo_families": args.demo_families,
                   **teacher_settings(args), "machine": machine_info(), "versions": package_versions()}
-        out.write_text(json.dumps(report, indent=2) + "\n")
+        safe_files.write_json(out, report)
         print(f"SFT for the whole budget: {report['summary']}\nwrote {out}")
         return report
     base = Path(args.config).stem
@@ -377,7 +378,7 @@ def main(argv: list[str] | None = None) -> dict:
         "wall_minutes_total": (time.perf_counter() - started) / 60,
         "versions": package_versions(),
     }
-    out.write_text(json.dumps(report, indent=2) + "\n")
+    safe_files.write_json(out, report)
     if seeds:
         import matplotlib
 

@@ -887,7 +887,8 @@ def run_ppo_processes(processes: int, overrides: dict, config_path: str | os.Pat
         raise ValueError(f"processes must be >= 1, got {processes}")
     config_path = str(config_path or ROOT / "configs" / "cpu.yaml")
     sets = [f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in overrides.items()]
-    module = ["-m", "course_utils", "ppo", "--config", config_path, "--set", *sets]
+    # --overwrite: the lesson's cell run again replaces its own earlier run of the same name.
+    module = ["-m", "course_utils", "ppo", "--config", config_path, "--overwrite", "--set", *sets]
     if processes > 1:
         command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={processes}",
                    f"--master_port={free_port()}", *module]

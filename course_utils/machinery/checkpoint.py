@@ -79,8 +79,12 @@ def save(run_dir: Path, state: dict, update: int) -> Path:
     tmp = run_dir / f".{CHECKPOINT}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    torch.save(state, tmp / "state.pt")
-    (tmp / "meta.json").write_text(json.dumps({"update": update}) + "\n")
+    try:
+        torch.save(state, tmp / "state.pt")
+        (tmp / "meta.json").write_text(json.dumps({"update": update}) + "\n")
+    except BaseException:  # a full disk or a kill: clear the half-written copy, keep the old checkpoint
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     old = run_dir / f".{CHECKPOINT}.old"
     shutil.rmtree(old, ignore_errors=True)
     if final.exists():

@@ -80,7 +80,11 @@ def clean_files(paths: list[Path], check: bool = False) -> list[Path]:
     """Clean each notebook file (or only report, with ``check``); return the ones that were dirty."""
     dirty = []
     for path in paths:
-        nb = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            nb = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise ValueError(f"{path} is not a notebook (not JSON: {error}). Fix: restore it with "
+                             f"`git checkout -- {path}`, or leave it off the command line") from None
         if clean_notebook(nb):
             dirty.append(path)
             if not check:
@@ -96,6 +100,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a notebook needs cleaning")
     args = parser.parse_args(argv)
     paths = args.paths or sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
+    if missing := [str(p) for p in paths if not p.is_file()]:
+        raise FileNotFoundError(f"no notebook file {', '.join(missing)}: give paths of .ipynb files, or none "
+                                f"for every notebook in {NOTEBOOKS_DIR}")
     dirty = clean_files(paths, check=args.check)
     if args.check and dirty:
         names = ", ".join(p.name for p in dirty)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from course_utils.machinery import safe_files
 from course_utils.machinery.versions import package_versions
 
 # (metric key, panel title, what a learner should look for)
@@ -114,10 +115,9 @@ def write_report(run_dir: Path, config, history: list[dict], evals: list[dict], 
     fig.savefig(run_dir / "curves.png", dpi=90)
     plt.close(fig)
     versions = package_versions()
-    (run_dir / "versions.json").write_text(json.dumps(versions, indent=2) + "\n")
+    safe_files.write_json(run_dir / "versions.json", versions)
     before, after = evals[0], evals[-1]
-    (run_dir / "samples.json").write_text(json.dumps({"before": before["samples"], "after": after["samples"]},
-                                                     indent=2) + "\n")
+    safe_files.write_json(run_dir / "samples.json", {"before": before["samples"], "after": after["samples"]})
     last = history[-1] if history else {}
     total_time = sum(h.get("time_update_s", 0.0) for h in history)
     md = [
@@ -158,7 +158,7 @@ def write_report(run_dir: Path, config, history: list[dict], evals: list[dict], 
         "## Last update",
         "",
         "```json",
-        json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in last.items()}, indent=1),
+        safe_files.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in last.items()}, indent=1),
         "```",
         "",
         "## Reproduce",
@@ -260,5 +260,5 @@ def write_sft_report(run_dir: Path, metrics: dict) -> Path:
           f"| task family | {main_set} before | after | {unseen_set} before | after |", "|---|---|---|---|---|",
           *rows, ""]
     (run_dir / "report.md").write_text("\n".join(md), encoding="utf-8")
-    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
+    safe_files.write_json(run_dir / "metrics.json", metrics, indent=1)
     return run_dir / "report.md"

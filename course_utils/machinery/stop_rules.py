@@ -49,16 +49,21 @@ def check_update(m: dict, config, streaks: Streaks) -> tuple[StopSignal | None, 
                           f"skipped steps: {m['nonfinite_steps']})"), streaks
     if nonfinite:
         return None, streaks  # the other statistics of this update are not meaningful
-    if m["value_loss"] > config.stop_max_value_loss:
+    # An update whose KL early stop fired before its first step measured no step statistics (value
+    # loss, entropy, clip fraction: NaN). That is no evidence of a fault: their rules skip it.
+    stepped = bool(m.get("optimizer_steps", 1))
+    if stepped and m["value_loss"] > config.stop_max_value_loss:
         return StopSignal("value_divergence", f"value loss {m['value_loss']:.3g} > {config.stop_max_value_loss}"), streaks
     if m["kl_per_sequence"] > config.stop_max_kl:
         return StopSignal("kl_too_high", f"KL per response {m['kl_per_sequence']:.3g} nats > {config.stop_max_kl}"), streaks
-    if not config.stop_min_entropy <= m["entropy"] <= config.stop_max_entropy:
+    if stepped and not config.stop_min_entropy <= m["entropy"] <= config.stop_max_entropy:
         return StopSignal("entropy_out_of_range", f"entropy {m['entropy']:.3g} outside "
                           f"[{config.stop_min_entropy}, {config.stop_max_entropy}]"), streaks
     if m["answer_length"] < config.stop_min_length:
         return StopSignal("length_collapse", f"mean answer length {m['answer_length']:.2f} tokens "
                           f"(EOS not counted) < {config.stop_min_length}"), streaks
+    if not stepped:
+        return None, streaks  # the clip-fraction streak neither grows nor breaks
     clipfrac = streaks.clipfrac + 1 if m["policy_clipfrac"] > config.stop_max_clipfrac else 0
     streaks = replace(streaks, clipfrac=clipfrac)
     if clipfrac >= config.stop_clipfrac_patience:
