@@ -10,7 +10,8 @@ KL in rank 0's few tokens. One process trains on all of it; two processes each o
 * the weights after the update are the same (gradients averaged with the token-share weight,
   gradient clipping active);
 * every logged number is the same: token means from global sums and counts, ``ratio_max`` the
-  maximum over processes, ``ratio_var`` pooled, ``explained_variance`` from global sums.
+  maximum over processes, ``ratio_var`` pooled, ``explained_variance`` from global sums (also
+  checked with the early stop off, so that the step statistics are compared on every step).
 """
 
 from __future__ import annotations
@@ -40,13 +41,13 @@ def loopback_interface() -> str | None:
     return next((n for n in ("lo", "lo0") if n in names), None)
 
 
-def run_workers(out: Path, world_size: int) -> list[dict]:
+def run_workers(out: Path, world_size: int, *extra: str) -> list[dict]:
     out.mkdir(parents=True)
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
     if loopback_interface() and "GLOO_SOCKET_IFNAME" not in env:
         env["GLOO_SOCKET_IFNAME"] = loopback_interface()
     port = free_port()
-    procs = [subprocess.Popen([sys.executable, str(WORKER), str(rank), str(world_size), str(port), str(out)],
+    procs = [subprocess.Popen([sys.executable, str(WORKER), str(rank), str(world_size), str(port), str(out), *extra],
                               cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for rank in range(world_size)]
     outputs = []
@@ -66,6 +67,13 @@ def run_workers(out: Path, world_size: int) -> list[dict]:
 def one_and_two(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("update_distributed")
     return run_workers(tmp / "one", 1)[0], run_workers(tmp / "two", 2)
+
+
+@pytest.fixture(scope="module")
+def one_and_two_without_target_kl(tmp_path_factory):
+    """The same without the early stop: all 4 steps taken on 1 and on 2 processes."""
+    tmp = tmp_path_factory.mktemp("update_distributed_no_target_kl")
+    return run_workers(tmp / "one", 1, "0")[0], run_workers(tmp / "two", 2, "0")
 
 
 def test_the_batch_is_the_same_in_every_run(one_and_two):
@@ -98,23 +106,42 @@ def test_two_processes_reach_the_weights_of_one_process(one_and_two):
     assert any(not torch.equal(p, q) for p, q in zip(one["params"], one["initial_params"]))  # it did train
 
 
-def test_two_processes_log_what_one_process_logs(one_and_two):
+def test_two_processes_log_the_batch_statistics_of_one_process(one_and_two):
+    """What the update logs about the batch (not the steps): explained variance, advantages,
+    rewards, lengths. The explained variance was a mean of the two processes' values."""
     one, two = one_and_two
     assert one["metrics"]["world_size"] == 1 and two[0]["metrics"]["world_size"] == 2
+    assert math.isfinite(one["metrics"]["explained_variance"])
+    step_keys = {*STEP_STATS, "optimizer_steps", "kl_stop_steps_skipped", "policy_lag_max", "world_size"}
+    for rank in two:
+        assert_same_numbers(rank["metrics"], one["metrics"], skip=step_keys)
+
+
+@pytest.mark.parametrize("early_stop", [True, False])
+def test_two_processes_log_the_step_statistics_of_one_process(early_stop, request):
+    """Each optimizer step's statistics, then the update's metrics: token means from global sums
+    and counts (not a mean of the processes' means), ratio_var pooled, ratio_max the maximum
+    over processes. Without the early stop every step is compared (the step statistics apart
+    from the target-KL rule)."""
+    one, two = request.getfixturevalue("one_and_two" if early_stop else "one_and_two_without_target_kl")
+    if not early_stop:
+        assert one["steps"]["optimizer_steps"] == SETTINGS["ppo_epochs"]
     for rank in two:
         for key in STEP_STATS:  # step by step, before the update's mean over its steps
             assert rank["steps"]["stats"][key] == pytest.approx(one["steps"]["stats"][key], rel=1e-5, abs=1e-6), key
-        for key, expected in one["metrics"].items():
-            if key == "world_size":
-                continue
-            actual = rank["metrics"][key]
-            if isinstance(expected, float) and math.isnan(expected):
-                assert math.isnan(actual), key
-            elif isinstance(expected, float):
-                assert math.isclose(actual, expected, rel_tol=1e-5, abs_tol=1e-6), (key, actual, expected)
-            else:
-                assert actual == expected, key
-    # The statistics this test is about were really logged (and are not trivially equal).
-    for key in (*STEP_STATS, "explained_variance"):
+        assert_same_numbers(rank["metrics"], one["metrics"], skip={"world_size"})
+    for key in STEP_STATS:
         assert math.isfinite(one["metrics"][key]), key
     assert one["metrics"]["ratio_var"] > 0  # rank 0's ratios start near e^-0.5, rank 1's near 1
+
+
+def assert_same_numbers(actual: dict, expected: dict, skip=()) -> None:
+    for key, value in expected.items():
+        if key in skip:
+            continue
+        if isinstance(value, float) and math.isnan(value):
+            assert math.isnan(actual[key]), key
+        elif isinstance(value, float):
+            assert math.isclose(actual[key], value, rel_tol=1e-5, abs_tol=1e-6), (key, actual[key], value)
+        else:
+            assert actual[key] == value, key

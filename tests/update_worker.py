@@ -1,6 +1,6 @@
 """One process of the "two processes update like one" test (run by tests/test_update_distributed.py).
 
-Usage: python tests/update_worker.py RANK WORLD_SIZE PORT OUT_DIR
+Usage: python tests/update_worker.py RANK WORLD_SIZE PORT OUT_DIR [TARGET_KL]
 
 Every process first builds the same batch on its own (same seed, one thread, before any process
 group exists), so the one-process run and both ranks start from identical tensors. The batch is
@@ -49,6 +49,7 @@ def uneven_batch(batch):
 
 def main() -> None:
     rank, world_size, port, out_dir = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
+    settings = dict(SETTINGS, target_kl=float(sys.argv[5])) if len(sys.argv) > 5 else SETTINGS
     torch.set_num_threads(1)
     from course_utils import ppo_math as pm
     from course_utils import update as ppo
@@ -56,7 +57,7 @@ def main() -> None:
     from course_utils.machinery.metrics import update_metrics
     from course_utils.trainer import PPOTrainer
 
-    config = load_config(SMOKE, output_dir=str(out_dir / f"run{rank}"), **SETTINGS)
+    config = load_config(SMOKE, output_dir=str(out_dir / f"run{rank}"), **settings)
     trainer = PPOTrainer(config, quiet=True)  # one process so far: the same weights and batch everywhere
     batch = uneven_batch(trainer.prepare_batch())
     checksum = float(sum(getattr(batch, name).double().sum() for name in batch.PER_ROW))
