@@ -180,8 +180,7 @@ class PPOTrainer:
 
     def _lr_factor(self, updates_done: int) -> float:
         """Learning-rate multiplier after ``updates_done`` updates: 1, or for the linear schedule
-        1 - the run's progress, measured in updates or in the time budget, whichever is further.
-        The same on every process: ``training_seconds`` is a clock all processes agree on."""
+        1 - the run's progress, measured in updates or in the time budget (an agreed clock), whichever is further."""
         cfg = self.config
         if cfg.lr_schedule != "linear":
             return 1.0
@@ -232,12 +231,8 @@ class PPOTrainer:
         steps = ppo.optimise(self.policy, self.optimizer, batch, self.config)  # step 5
         self.scheduler.step()
         t_done = time.perf_counter()
-        # The update took as long as its slowest process (they wait for each other in every
-        # collective); the same number on every process, so the time budget and the linear
-        # learning-rate schedule read one clock and every process applies the same rate.
-        update_s = global_max(t_done - t_start)
         metrics = update_metrics(batch, steps, self.config, self.update + 1, self.world_size, learning_rate,
-                                 times={"train_s": t_done - t_prepared, "update_s": update_s})
+                                 times={"train_s": t_done - t_prepared, "update_s": global_max(t_done - t_start)})
         metrics.update(observe_successes(self.prompts, batch))
         if steps["optimizer_steps"] and math.isfinite(metrics["kl_per_sequence"]):
             self.kl_controller.update(metrics["kl_per_sequence"], self.config.batch_size)  # adapt β
@@ -338,15 +333,13 @@ class PPOTrainer:
 
     def training_seconds(self) -> float:
         """Wall time of the updates so far (evaluations and checkpoints excluded); survives a resume.
-        Each update's ``time_update_s`` is its slowest process's time, so under torchrun every
-        process reads the same clock (the learning-rate schedule depends on it)."""
+        Each update counts its slowest process's time: one clock, the same on every process."""
         return float(sum(h.get("time_update_s", 0.0) for h in self.history))
 
     def budget_spent(self) -> bool:
         """True once ``max_train_minutes`` of training time are used up (never, when it is 0).
-        Under torchrun every process must give the same answer: one rank leaving the loop while
-        another starts an update would hang the next collective. ``training_seconds`` is already
-        agreed; the maximum over processes guards it (and a clock resumed from older logs)."""
+        Under torchrun every process must give the same answer (one rank leaving the loop while
+        another starts an update would hang the next collective): the clock's maximum decides."""
         budget = self.config.max_train_minutes
         return budget > 0 and global_max(self.training_seconds()) >= 60 * budget
 
