@@ -232,7 +232,7 @@ class PPOTrainer:
 
     def _lr_factor(self, updates_done: int) -> float:
         """Learning-rate multiplier after ``updates_done`` updates: 1, or for the linear schedule
-        1 - the run's progress, measured in updates or in the time budget, whichever is further."""
+        1 - the run's progress, measured in updates or in the time budget (an agreed clock), whichever is further."""
         cfg = self.config
         if cfg.lr_schedule != "linear":
             return 1.0
@@ -276,7 +276,7 @@ class PPOTrainer:
         self.scheduler.step()
         t_done = time.perf_counter()
         metrics = update_metrics(batch, steps, self.config, self.update + 1, self.world_size, learning_rate,
-                                 times={"train_s": t_done - t_prepared, "update_s": t_done - t_start})
+                                 times={"train_s": t_done - t_prepared, "update_s": global_max(t_done - t_start)})
         metrics.update(observe_successes(self.prompts, batch))
         if steps["optimizer_steps"] and math.isfinite(metrics["kl_per_sequence"]):
             self.kl_controller.update(metrics["kl_per_sequence"], self.config.batch_size)  # adapt β
@@ -377,13 +377,14 @@ class PPOTrainer:
             safe_files.write_jsonl(self.run_dir / name, rows)
 
     def training_seconds(self) -> float:
-        """Wall time of the updates so far (evaluations and checkpoints excluded); survives a resume."""
+        """Wall time of the updates so far (evaluations and checkpoints excluded); survives a resume.
+        Each update counts its slowest process's time: one clock, the same on every process."""
         return float(sum(h.get("time_update_s", 0.0) for h in self.history))
 
     def budget_spent(self) -> bool:
         """True once ``max_train_minutes`` of training time are used up (never, when it is 0).
-        Under torchrun the slowest process's clock decides, the same answer on every process: one
-        rank leaving the loop while another starts an update would hang the next collective."""
+        Under torchrun every process must give the same answer (one rank leaving the loop while
+        another starts an update would hang the next collective): the clock's maximum decides."""
         budget = self.config.max_train_minutes
         return budget > 0 and global_max(self.training_seconds()) >= 60 * budget
 

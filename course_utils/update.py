@@ -28,13 +28,18 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from course_utils import ppo_math as pm
-from course_utils.machinery.distributed import all_processes_agree, all_reduce_mean_, token_share_weight
+from course_utils.machinery.distributed import (all_processes_agree, all_reduce_mean_, global_max, global_means,
+                                                token_share_weight)
 from course_utils.machinery.packed_linear import packed_linears
 from course_utils.rollout import Rollout, collect_rollout, sequence_forward
 
 STEP_STATS = ("policy_loss", "value_loss", "entropy", "policy_clipfrac", "value_clipfrac", "approx_kl",
               "ratio_mean", "ratio_var", "ratio_max", "grad_norm")
 """Statistics of one optimizer step, logged as their mean over the steps of an update."""
+
+TOKEN_MEANS = ("policy_loss", "value_loss", "entropy", "policy_clipfrac", "value_clipfrac", "approx_kl", "ratio_mean")
+"""The step statistics that are means over a minibatch's real tokens (under torchrun: over every
+process's tokens, ``global_means``)."""
 
 
 @dataclass
@@ -162,22 +167,39 @@ def optimizer_step(loss: torch.Tensor, params: list, optimizer, max_grad_norm: f
 
 @torch.no_grad()
 def minibatch_approx_kl(parts: dict, mb: RolloutBatch) -> float:
-    """The approximate KL to π_old on this minibatch's forward (before its step), averaged over
-    processes so that every process takes the same early-stop decision."""
-    kl = pm.approx_kl(parts["logprobs"], mb.rollout.old_logprobs, mb.rollout.response_mask).float().reshape(1)
-    all_reduce_mean_([kl])
-    return kl.item()
+    """The approximate KL to π_old on this minibatch's forward (before its step), over the real
+    tokens of every process, so that every process takes the same early-stop decision, and the
+    one a single process takes on the whole minibatch:
+
+        approx_kl = Σ_r n_r · approx_kl_r / Σ_r n_r      (n_r: real tokens on process r)
+    """
+    m = mb.rollout.response_mask
+    n = float(m.sum())
+    local = float(pm.approx_kl(parts["logprobs"], mb.rollout.old_logprobs, m))
+    return global_means([local * n], n)[0]
 
 
 @torch.no_grad()
 def step_statistics(parts: dict, mb: RolloutBatch, grad_norm: torch.Tensor) -> dict:
-    """The ``STEP_STATS`` of one optimizer step as floats."""
+    """The ``STEP_STATS`` of one optimizer step as floats, over the real tokens of every process
+    (what one process logs on the whole minibatch; n_r tokens on process r, N = Σ_r n_r):
+
+        TOKEN_MEANS   mean = Σ_r n_r · mean_r / N
+        ratio_var     Σ_r n_r · (var_r + (mean_r - mean)²) / N     (pooled population variance)
+        ratio_max     max over processes of each one's maximum
+        grad_norm     already global (measured after the gradient all-reduce)
+    """
     old, m = mb.rollout.old_logprobs, mb.rollout.response_mask
+    n = float(m.sum())
     ratio = pm.ratio_stats(parts["logprobs"], old, m)
-    stats = {k: parts[k] for k in ("policy_loss", "value_loss", "entropy", "policy_clipfrac", "value_clipfrac")}
-    stats.update(approx_kl=pm.approx_kl(parts["logprobs"], old, m), ratio_mean=ratio["mean"],
-                 ratio_var=ratio["var"], ratio_max=ratio["max"], grad_norm=grad_norm)
-    return {key: float(stats[key]) for key in STEP_STATS}
+    local = {k: float(parts[k]) for k in ("policy_loss", "value_loss", "entropy", "policy_clipfrac", "value_clipfrac")}
+    local.update(approx_kl=float(pm.approx_kl(parts["logprobs"], old, m)), ratio_mean=float(ratio["mean"]))
+    stats = dict(zip(TOKEN_MEANS, global_means([local[k] * n for k in TOKEN_MEANS], n)))
+    spread = float(ratio["var"]) + (local["ratio_mean"] - stats["ratio_mean"]) ** 2
+    stats["ratio_var"] = global_means([spread * n], n)[0]
+    stats["ratio_max"] = global_max(float(ratio["max"]))
+    stats["grad_norm"] = float(grad_norm)
+    return {key: stats[key] for key in STEP_STATS}
 
 
 def optimise(policy, optimizer, batch: RolloutBatch, config, epochs: int | None = None,

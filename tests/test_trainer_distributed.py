@@ -4,7 +4,8 @@ Exact equality of global whitening with one process is proven on fixed tensors i
 test_whiten_distributed.py. A whole run cannot match one process token for token (each process
 samples its own half of the batch with its own random stream), so here we check what must hold:
 both processes end with identical weights, metrics count the global batch, and the evaluation
-before training (greedy, same weights) equals the one-process run exactly.
+before training (greedy, same weights) equals the one-process run exactly. That two processes
+train and log exactly like one on the same fixed batch is test_update_distributed.py.
 """
 
 from __future__ import annotations
@@ -63,3 +64,25 @@ def test_two_processes_stopped_and_resumed_give_the_same_numbers(tmp_path):
     torchrun(tmp_path / "resumed", "total_updates=2")
     resumed = torchrun(tmp_path / "resumed", "total_updates=3", "--resume")
     assert resumed == full
+
+
+def test_two_processes_apply_the_same_learning_rate_under_a_time_budget(tmp_path):
+    """lr_schedule: linear with a time budget: the progress is read from each update's slowest
+    process's time, a clock every process agrees on, so every process applies the same rate and
+    the weights stay equal. (Each process reading its own clock gave rates a few parts in a million
+    apart, and "ranks_in_sync": false.)"""
+    out = tmp_path / "budget"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={free_port()}",
+           "-m", "course_utils", "ppo", "--config", "configs/smoke.yaml", "--set", f"output_dir={out}", "threads=1",
+           "lr_schedule=linear", "max_train_minutes=0.1", "total_updates=1000", "eval_every=1000",
+           "learning_rate=1e-3"]
+    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((out / "smoke" / "summary.json").read_text())
+    metrics = [json.loads(x) for x in (out / "smoke" / "metrics.jsonl").read_text().splitlines()]
+    assert summary["world_size"] == 2 and summary["finished"]  # ended by the time budget
+    # The rate of update k + 1 is set after update k from the time of updates 1 .. k - 1: with three
+    # updates or more the clock, not the update count (k / 1000), has lowered it.
+    assert len(metrics) >= 3, f"only {len(metrics)} updates in the budget: the machine is too slow for this test"
+    assert metrics[2]["learning_rate"] < 1e-3 * (1 - 2 / 1000) - 1e-9
+    assert summary["ranks_in_sync"] is True

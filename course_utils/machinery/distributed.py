@@ -61,11 +61,24 @@ def global_sum(values: list[float]) -> list[float]:
     return t.tolist()
 
 
+def global_means(local_sums: list[float], local_count: float) -> list[float]:
+    """Global means from each process's sums over its own items (tokens, episodes):
+
+        mean_k = Σ_r sum_{r,k} / Σ_r count_r          (r over the processes; one all-reduce)
+
+    what one process computes on the whole batch. A mean of per-process means would weigh a
+    process holding few tokens as much as one holding many. A per-process token mean ``m_r``
+    enters as ``sum = m_r · count_r``. NaN where the global count is 0."""
+    *sums, count = global_sum([*local_sums, float(local_count)])
+    return [s / count if count else float("nan") for s in sums]
+
+
 def global_max(value: float) -> float:
-    """The largest of a per-process number over all processes (e.g. the training time so far)."""
+    """The largest of a per-process number over all processes (e.g. a ratio's maximum, an
+    update's time)."""
     if not distributed_on():
         return value
-    t = torch.tensor([value], dtype=torch.float32)
+    t = torch.tensor([value], dtype=torch.float64)
     torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
     return float(t.item())
 
@@ -77,13 +90,6 @@ def gather_objects(obj) -> list:
     gathered = [None] * torch.distributed.get_world_size()
     torch.distributed.all_gather_object(gathered, obj)
     return gathered
-
-
-def global_mean(value: float) -> float:
-    """Mean of a per-process number over all processes (e.g. a minibatch loss)."""
-    if not distributed_on():
-        return value
-    return global_sum([value])[0] / torch.distributed.get_world_size()
 
 
 def token_share_weight(mask: torch.Tensor) -> float:

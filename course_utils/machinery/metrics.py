@@ -1,6 +1,8 @@
 """What one update logs: every metric's name and meaning, computed from the batch and the steps.
 
-Means over episodes and tokens are global under ``torchrun`` (sums are all-reduced first).
+Under ``torchrun`` every number is the one a single process would log on the whole global batch:
+means from global sums and global counts, maxima as the maximum over processes, the explained
+variance from global sums (``update.step_statistics`` does the same for each optimizer step).
 
 reward side
     score               mean raw score per response (checker or reward model, before whitening)
@@ -29,7 +31,8 @@ health
     sampler_kl          (with log_sampler_kl) mean log π_sampler - log π_old per real token: ~0
 speed (seconds and tokens per second; never compared between runs)
     time_rollout_s, time_advantage_s, time_train_s, time_update_s, rollout_tokens_per_s,
-    train_tokens_per_s, and the rollout's own phases as time_<phase>
+    train_tokens_per_s, and the rollout's own phases as time_<phase>; under torchrun
+    time_update_s is the slowest process's (the clock of the time budget and the lr schedule)
 """
 
 from __future__ import annotations
@@ -40,12 +43,27 @@ import numpy as np
 import torch
 
 from course_utils import ppo_math as pm
-from course_utils.machinery.distributed import global_mean, global_sum
+from course_utils.machinery.distributed import global_sum
 
 
 def _finite_or_nan(x: torch.Tensor) -> float:
     value = float(x)
     return value if math.isfinite(value) else float("nan")
+
+
+def global_explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> float:
+    """``pm.explained_variance`` over the real tokens of every process:
+
+        EV = 1 - Var[R - V] / Var[R]      (population variances, NaN when Var[R] = 0)
+
+    Each variance comes from global sums (``pm.global_masked_mean_var``: Σ mask, Σ x, then
+    Σ (x - mean)²), so two processes get what one gets on the whole batch; a mean of per-process
+    EVs would not be. Centred sums keep float32 exact enough without float64 (which MPS lacks)."""
+    _, var_returns = pm.global_masked_mean_var(returns, mask, unbiased=False)
+    _, var_residual = pm.global_masked_mean_var(returns - values, mask, unbiased=False)
+    if var_returns.item() == 0:
+        return float("nan")
+    return _finite_or_nan(1.0 - var_residual / var_returns)
 
 
 def update_metrics(batch, steps: dict, config, update: int, world_size: int, learning_rate: float,
@@ -57,7 +75,7 @@ def update_metrics(batch, steps: dict, config, update: int, world_size: int, lea
     n_seq, n_tok = global_sum([float(len(batch)), float(mask.sum())])
     per_seq = lambda total: global_sum([float(total)])[0] / n_seq  # noqa: E731
     adv_mean, adv_var = pm.global_masked_mean_var(batch.raw_advantages, mask, unbiased=False)
-    scalar = lambda xs: global_mean(float(np.mean(xs)) if xs else float("nan"))  # noqa: E731
+    step_mean = lambda xs: float(np.mean(xs)) if xs else float("nan")  # noqa: E731  (each step's stats are global)
     rollout_s = batch.timings["rollout_s"]
     metrics = {
         "update": update,
@@ -70,8 +88,8 @@ def update_metrics(batch, steps: dict, config, update: int, world_size: int, lea
         "kl_per_token": global_sum([float((batch.kl_per_token * mask).sum())])[0] / max(n_tok, 1),
         "kl_coef": batch.kl_coef,
         # policy and value
-        **{k: scalar(v) for k, v in steps["stats"].items()},
-        "explained_variance": global_mean(_finite_or_nan(pm.explained_variance(rollout.values, batch.returns, mask))),
+        **{k: step_mean(v) for k, v in steps["stats"].items()},
+        "explained_variance": global_explained_variance(rollout.values, batch.returns, mask),
         "advantage_mean": float(adv_mean),
         "advantage_std": float(adv_var.sqrt()),
         "value_mean": float(pm.global_masked_mean_var(rollout.values, mask, unbiased=False)[0]),

@@ -1,0 +1,147 @@
+"""Step 5 and its logged statistics on two gloo processes equal one process on the same global batch.
+
+tests/update_worker.py builds one fixed batch (the tiny model, 8 episodes) whose halves hold very
+different numbers of real tokens (8 on rank 0, about 30 on rank 1), with most of the approximate
+KL in rank 0's few tokens. One process trains on all of it; two processes each on their half. Then:
+
+* the target-KL early stop falls on the same step: the KL it tests is the global token mean
+  Σ_r n_r·kl_r / Σ_r n_r, not the mean of the two processes' means (which here would stop
+  before the first step);
+* the weights after the update are the same (gradients averaged with the token-share weight,
+  gradient clipping active);
+* every logged number is the same: token means from global sums and counts, ``ratio_max`` the
+  maximum over processes, ``ratio_var`` pooled, ``explained_variance`` from global sums (also
+  checked with the early stop off, so that the step statistics are compared on every step).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from course_utils.machinery.distributed import free_port
+from course_utils.ppo_math import TARGET_KL_FACTOR
+from course_utils.update import STEP_STATS
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKER = Path(__file__).with_name("update_worker.py")
+sys.path.insert(0, str(WORKER.parent))
+from update_worker import SETTINGS  # noqa: E402
+
+
+def loopback_interface() -> str | None:
+    names = [name for _, name in socket.if_nameindex()] if hasattr(socket, "if_nameindex") else []
+    return next((n for n in ("lo", "lo0") if n in names), None)
+
+
+def run_workers(out: Path, world_size: int, *extra: str) -> list[dict]:
+    out.mkdir(parents=True)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    if loopback_interface() and "GLOO_SOCKET_IFNAME" not in env:
+        env["GLOO_SOCKET_IFNAME"] = loopback_interface()
+    port = free_port()
+    procs = [subprocess.Popen([sys.executable, str(WORKER), str(rank), str(world_size), str(port), str(out), *extra],
+                              cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for rank in range(world_size)]
+    outputs = []
+    for proc in procs:
+        try:
+            outputs.append(proc.communicate(timeout=1800)[0])
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                p.kill()
+            pytest.fail("the worker processes did not finish within 1800 s (blocked collective?)")
+    for rank, (proc, text) in enumerate(zip(procs, outputs)):
+        assert proc.returncode == 0, f"rank {rank} failed:\n{text[-3000:]}"
+    return [torch.load(out / f"rank{rank}.pt", weights_only=False) for rank in range(world_size)]
+
+
+@pytest.fixture(scope="module")
+def one_and_two(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("update_distributed")
+    return run_workers(tmp / "one", 1)[0], run_workers(tmp / "two", 2)
+
+
+@pytest.fixture(scope="module")
+def one_and_two_without_target_kl(tmp_path_factory):
+    """The same without the early stop: all 4 steps taken on 1 and on 2 processes."""
+    tmp = tmp_path_factory.mktemp("update_distributed_no_target_kl")
+    return run_workers(tmp / "one", 1, "0")[0], run_workers(tmp / "two", 2, "0")
+
+
+def test_the_batch_is_the_same_in_every_run(one_and_two):
+    one, two = one_and_two
+    assert [r["checksum"] for r in two] == [one["checksum"]] * 2
+
+
+def test_two_processes_stop_at_the_step_one_process_stops_at(one_and_two):
+    one, two = one_and_two
+    threshold = TARGET_KL_FACTOR * SETTINGS["target_kl"]
+    # The batch tells the two rules apart: the mean of the processes' means is past the
+    # threshold before the first step, the global token mean (one process's number) is not.
+    tokens = [r["tokens"] for r in two]
+    assert tokens[0] < tokens[1] / 2  # uneven token counts
+    assert sum(r["local_kl_before"] for r in two) / 2 > threshold
+    global_kl = sum(r["local_kl_before"] * n for r, n in zip(two, tokens)) / sum(tokens)
+    assert global_kl == pytest.approx(one["local_kl_before"], rel=1e-5) and global_kl < threshold
+    counts = ("optimizer_steps", "kl_stop_steps_skipped", "stale_steps_skipped", "nonfinite_steps")
+    assert one["steps"]["optimizer_steps"] > 0, one["steps"]
+    assert min(one["steps"]["stats"]["grad_norm"]) > SETTINGS["max_grad_norm"]  # clipping is active
+    for rank in two:
+        assert {k: rank["steps"][k] for k in counts} == {k: one["steps"][k] for k in counts}
+
+
+def test_two_processes_reach_the_weights_of_one_process(one_and_two):
+    one, two = one_and_two
+    for rank in two:
+        for p1, p2 in zip(one["params"], rank["params"]):
+            torch.testing.assert_close(p2, p1, rtol=1e-6, atol=1e-6)
+    assert any(not torch.equal(p, q) for p, q in zip(one["params"], one["initial_params"]))  # it did train
+
+
+def test_two_processes_log_the_batch_statistics_of_one_process(one_and_two):
+    """What the update logs about the batch (not the steps): explained variance, advantages,
+    rewards, lengths. The explained variance was a mean of the two processes' values."""
+    one, two = one_and_two
+    assert one["metrics"]["world_size"] == 1 and two[0]["metrics"]["world_size"] == 2
+    assert math.isfinite(one["metrics"]["explained_variance"])
+    step_keys = {*STEP_STATS, "optimizer_steps", "kl_stop_steps_skipped", "policy_lag_max", "world_size"}
+    for rank in two:
+        assert_same_numbers(rank["metrics"], one["metrics"], skip=step_keys)
+
+
+@pytest.mark.parametrize("early_stop", [True, False])
+def test_two_processes_log_the_step_statistics_of_one_process(early_stop, request):
+    """Each optimizer step's statistics, then the update's metrics: token means from global sums
+    and counts (not a mean of the processes' means), ratio_var pooled, ratio_max the maximum
+    over processes. Without the early stop every step is compared (the step statistics apart
+    from the target-KL rule)."""
+    one, two = request.getfixturevalue("one_and_two" if early_stop else "one_and_two_without_target_kl")
+    if not early_stop:
+        assert one["steps"]["optimizer_steps"] == SETTINGS["ppo_epochs"]
+    for rank in two:
+        for key in STEP_STATS:  # step by step, before the update's mean over its steps
+            assert rank["steps"]["stats"][key] == pytest.approx(one["steps"]["stats"][key], rel=1e-5, abs=1e-6), key
+        assert_same_numbers(rank["metrics"], one["metrics"], skip={"world_size"})
+    for key in STEP_STATS:
+        assert math.isfinite(one["metrics"][key]), key
+    assert one["metrics"]["ratio_var"] > 0  # rank 0's ratios start near e^-0.5, rank 1's near 1
+
+
+def assert_same_numbers(actual: dict, expected: dict, skip=()) -> None:
+    for key, value in expected.items():
+        if key in skip:
+            continue
+        if isinstance(value, float) and math.isnan(value):
+            assert math.isnan(actual[key]), key
+        elif isinstance(value, float):
+            assert math.isclose(actual[key], value, rel_tol=1e-5, abs_tol=1e-6), (key, actual[key], value)
+        else:
+            assert actual[key] == value, key
