@@ -36,7 +36,8 @@ Machinery (``machinery/``): what engineers read
     checkpoint, faults, report, data_files, versions, packed_linear (faster CPU kernels),
     decode_loop (a plain sampling loop: the rollout with less per-token work),
     notebook_clean (no execution timestamps in committed notebooks),
-    translations (the Korean lessons: translations files merged into the English notebooks, drift check)
+    translations (the Korean lessons: translations files merged into the English notebooks, drift check),
+    site (the course site: static pages from the executed notebooks, offline, and the Colab setup cell)
 
 Formula index (formula -> function)
 -----------------------------------
