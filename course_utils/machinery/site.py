@@ -438,7 +438,9 @@ def build(out: Path = DEFAULT_OUT, names: list[str] | None = None, repo: str | N
     lessons = find_lessons(names)
     repo_url, ref = repository(repo)
     out = Path(out)
-    if out.exists():
+    if out.exists() and any(out.iterdir()):
+        if not (out / "assets" / "site.css").is_file():  # never empty a folder we did not write
+            raise ValueError(f"{out} is not empty and holds no site built before; choose a new or empty folder")
         shutil.rmtree(out)
     copy_assets(out)
     exporter = make_exporter()
