@@ -13,7 +13,7 @@ export TOKENIZERS_PARALLELISM := false
 # interrupted one with `make ppo RUN_ARGS=--resume`.
 RUN_ARGS ?= --overwrite
 
-.PHONY: setup lab test test-unit test-notebooks sft ppo-sft rlhf ppo ppo-instruct bench bench-learning figures data model clean-notebooks clean-venv
+.PHONY: setup lab site test test-unit test-notebooks sft ppo-sft rlhf ppo ppo-instruct bench bench-learning figures data model clean-notebooks clean-venv
 
 setup: $(STAMP)  ## create .venv, install the pinned packages and provision the model
 
@@ -31,6 +31,9 @@ model: $(STAMP)  ## convert the offline model once (idempotent)
 
 lab: $(STAMP)  ## open JupyterLab on the lessons
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
+
+site: $(STAMP)  ## build the course site from the committed, executed notebooks into build/site/ (offline, nothing re-run)
+	$(PY) -m course_utils site
 
 test: test-unit test-notebooks  ## the whole suite: unit tests, then every notebook with nbval
 

@@ -37,7 +37,8 @@ Machinery (``machinery/``): what engineers read
     safe_files (strict JSON, atomic writes, the run folder's rules: nothing lost to bad input),
     decode_loop (a plain sampling loop: the rollout with less per-token work),
     notebook_clean (no execution timestamps in committed notebooks),
-    translations (the Korean lessons: translations files merged into the English notebooks, drift check)
+    translations (the Korean lessons: translations files merged into the English notebooks, drift check),
+    site (the course site: static pages from the executed notebooks, offline, and the Colab setup cell)
 
 Formula index (formula -> function)
 -----------------------------------

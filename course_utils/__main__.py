@@ -76,6 +76,12 @@ def cmd_translate(argv: list[str]) -> None:
     translations.main(argv)
 
 
+def cmd_site(argv: list[str]) -> None:
+    from course_utils.machinery import site
+
+    site.main(argv)
+
+
 def cmd_figures(argv: list[str]) -> None:
     from course_utils.lesson_aids import figures
 
@@ -117,6 +123,7 @@ COMMANDS = {
     "export": ("write the tasks, the checker and a preset for another engine: export verl --out DIR", cmd_export),
     "translate": ("the Korean lessons: merge notebooks/translations/ko/*.yaml into notebooks/ko/ (--check: drift, for CI)",
                   cmd_translate),
+    "site": ("build the course site from the executed notebooks into build/site/ (offline, no re-run)", cmd_site),
     "figures": ("regenerate figures/", cmd_figures),
     "glossary": ("print the English-Korean glossary (--readme: rewrite README's table)", cmd_glossary),
     "clean-notebooks": ("strip execution timestamps from notebooks/ (--check: only report, for CI)",
