@@ -291,9 +291,10 @@ def tokenize_prompts(
     token_lists = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in rendered]
     longest = max(map(len, token_lists), default=0)
     if max_context is not None and longest + max_new_tokens > max_context:
+        which = 1 + max(range(len(token_lists)), key=lambda i: len(token_lists[i]))  # 1-based, as a person counts
         fix = (f"use max_new_tokens={max_context - longest} (the largest that fits) or less" if longest < max_context
-               else f"shorten the prompt to at most {max_context - 1} tokens")
-        raise ValueError(f"a prompt is {longest} tokens after the chat template; with max_new_tokens={max_new_tokens} "
+               else f"shorten the prompt to at most {max_context - max(max_new_tokens, 1)} tokens, or lower max_new_tokens")
+        raise ValueError(f"prompt {which} is {longest} tokens after the chat template; with max_new_tokens={max_new_tokens} "
                          f"the sequence could reach {longest + max_new_tokens} tokens, but the model has "
                          f"{max_context} positions. Fix: {fix}.")
     return left_pad(token_lists, tokenizer.pad_token_id)

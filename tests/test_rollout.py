@@ -184,12 +184,12 @@ def test_empty_prompts_are_clear_errors(tiny_tokenizer):
 
 def test_prompt_longer_than_the_context_is_a_clear_error(tiny_tokenizer):
     long_prompt = "word " * 600  # the tiny model has 512 positions
-    with pytest.raises(ValueError, match=r"prompt 1 is \d+ tokens .* 512 positions.*max_new_tokens"):
+    with pytest.raises(ValueError, match=r"prompt 2 is \d+ tokens .* 512 positions.*max_new_tokens"):
         tokenize_prompts(tiny_tokenizer, ["Hi", long_prompt], max_new_tokens=16, max_context=512)
 
 
 def test_prompt_too_long_raises_before_generation(bundle):
-    with pytest.raises(ValueError, match="Shorten the prompt"):
+    with pytest.raises(ValueError, match="shorten the prompt to at most 504 tokens"):
         generate(bundle, None, ["Hi", "word " * 600], SamplingSettings(max_new_tokens=8))
 
 

@@ -886,6 +886,7 @@ def main(argv: list[str] | None = None) -> dict:
     }
     out = Path(args.out)
     safe_files.write_json(out, report)
+    report = safe_files.finite_or_none(report)  # what was written: a NaN (e.g. TRL's missing number) became null
     print(summary_text(report))
     print(f"\nwritten: {out}")
     failed = [side for side in sides if "error" in results[side]]
