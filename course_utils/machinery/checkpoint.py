@@ -10,13 +10,14 @@ state.
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from course_utils.machinery import safe_files
 
 CHECKPOINT = "checkpoint"
 
@@ -85,13 +86,7 @@ def save(run_dir: Path, state: dict, update: int) -> Path:
     except BaseException:  # a full disk or a kill: clear the half-written copy, keep the old checkpoint
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    old = run_dir / f".{CHECKPOINT}.old"
-    shutil.rmtree(old, ignore_errors=True)
-    if final.exists():
-        os.replace(final, old)
-    os.replace(tmp, final)
-    shutil.rmtree(old, ignore_errors=True)
-    return final
+    return safe_files.replace_folder(tmp, final)  # the old checkpoint moves aside to .checkpoint.old first
 
 
 def load(run_dir: Path, folder: Path | None = None) -> dict | None:
