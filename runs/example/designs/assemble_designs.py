@@ -177,6 +177,7 @@ def noisy_arm(kind: str, rate: float, bench_json: Path) -> dict[str, dict]:
             for split, value in whole_sets(sft_metrics(run)).items():
                 arms[name].setdefault(split, []).append(value)
             arms[name].setdefault("sft_steps", []).append(seed["steps"])
+            arms[name].setdefault("seeds", []).append(seed["seed"])
             keep_run(run, f"f_{kind}_noise{rate:g}-seed{seed['seed']}")
         return arms
     warm = f"sft_warm_up@{rate:g}"
@@ -192,6 +193,8 @@ def noisy_arm(kind: str, rate: float, bench_json: Path) -> dict[str, dict]:
         for split, value in whole_sets(final).items():
             arms[name].setdefault(split, []).append(value)
         arms[name].setdefault("ppo_updates", []).append(seed["updates"])
+        arms[name].setdefault("seeds", []).append(seed["seed"])
+        arms[warm].setdefault("seeds", []).append(seed["seed"])
         warm_dir = run_dir.parent / f"{run_dir.name}-sft"
         for split, value in whole_sets(sft_metrics(warm_dir)).items():
             arms[warm].setdefault(split, []).append(value)
@@ -199,12 +202,28 @@ def noisy_arm(kind: str, rate: float, bench_json: Path) -> dict[str, dict]:
     return arms
 
 
-def add_noisy_arm(report: dict, kind: str, rate: float, bench_json: Path) -> dict:
+def add_seeds(arm: dict, more: dict, name: str) -> None:
+    """Append another run's seeds to an arm already in the report (an arm's seeds can be run in
+    different sessions); the same seed twice would count one run as two, so it is refused."""
+    have = arm.get("seeds", list(range(len(arm["test"]))))  # arms written before seeds were recorded ran 0..n-1
+    again = sorted(set(have) & set(more["seeds"]))
+    if again:
+        raise SystemExit(f"{name} already has seed(s) {again}; drop --add-seeds to replace the arm instead")
+    for key, values in more.items():
+        arm.setdefault(key, []).extend(values)
+    arm["seeds"] = have + more["seeds"]
+
+
+def add_noisy_arm(report: dict, kind: str, rate: float, bench_json: Path, extend: bool = False) -> dict:
     design = report["designs"].setdefault("f_noisy_teacher", {
         "what": "a share of the demonstrations (the rate after @ in each arm's name) replaced by a labeler's "
                 "mistake, one habit per family (noisy_teacher, style habit); every family has demonstrations",
         "style": "habit", "arms": {}})
-    design["arms"].update(noisy_arm(kind, rate, bench_json))
+    for name, sets in noisy_arm(kind, rate, bench_json).items():
+        if extend and name in design["arms"]:
+            add_seeds(design["arms"][name], sets, name)
+        else:
+            design["arms"][name] = sets
     design["summary"] = {arm: {split: mean_se(values) for split, values in sets.items() if split in SETS}
                          for arm, sets in design["arms"].items()}
     return design
@@ -217,13 +236,15 @@ def main(argv=None) -> dict:
     p.add_argument("--nodemo-filtered", type=Path)
     p.add_argument("--noisy-arm", nargs=3, metavar=("KIND", "RATE", "BENCH_JSON"),
                    help=f"add one arm of design (f); KIND is one of {', '.join(NOISY_KINDS)}")
+    p.add_argument("--add-seeds", action="store_true",
+                   help="with --noisy-arm: add this run's seeds to the arm already in the report (else it is replaced)")
     args = p.parse_args(argv)
     report = json.loads(OUT.read_text()) if OUT.is_file() else {"designs": {}}
     if args.noisy_arm:
         kind, rate, bench_json = args.noisy_arm
         if kind not in NOISY_KINDS:
             raise SystemExit(f"unknown arm kind {kind!r}; choose one of {', '.join(NOISY_KINDS)}")
-        summary = add_noisy_arm(report, kind, float(rate), Path(bench_json))["summary"]
+        summary = add_noisy_arm(report, kind, float(rate), Path(bench_json), args.add_seeds)["summary"]
     else:
         if not (args.nodemo_ppo and args.nodemo_full and args.nodemo_filtered):
             raise SystemExit("design (g) needs --nodemo-ppo, --nodemo-full and --nodemo-filtered (or use --noisy-arm)")
