@@ -88,3 +88,26 @@ def test_design_arms_plot_and_the_coverage_slider_offer_only_measured_points():
     box = widgets.coverage_widget(points)
     slider = box.children[0]
     assert [value for _, value in slider.options] == [0, 80, 100] and slider.value == 100
+
+
+def test_noise_levels_regroup_design_f_by_arm_kind_and_rate():
+    design = {"arms": {"sft_full@0.75": {"test": [16, 26, 25], "seeds": [0, 1, 2]},
+                       "sft_full@0.25": {"test": [60, 62]},
+                       "sft_ppo_checker@0.75": {"test": [45, 49], "test_unseen": [42, 40]},
+                       "sft_warm_up@0.75": {"test_unseen": [6, 16]}}}
+    levels = capstone.noise_levels(design)
+    assert levels == {"sft_full": {0.25: [60, 62], 0.75: [16, 26, 25]}, "sft_ppo_checker": {0.75: [45, 49]}}
+    assert list(levels["sft_full"]) == [0.25, 0.75]  # sorted by rate, whatever order the arms were added in
+    assert capstone.noise_levels(design, "test_unseen")["sft_warm_up"] == {0.75: [6, 16]}
+
+
+def test_noise_crossover_draws_one_line_per_arm_at_its_measured_rates():
+    levels = {"sft_full": {0.25: [60, 62], 0.75: [16, 26]}, "sft_ppo_checker": {0.75: [45, 49]}}
+    fig = capstone.plot_noise_crossover(levels)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == [capstone.NOISY_ARM_LABELS["sft_full"], capstone.NOISY_ARM_LABELS["sft_ppo_checker"]]
+    assert [t for t in ax.get_xticks()] == [0.25, 0.75]
+    means = sorted(round(y, 6) for line in ax.get_lines() for y in line.get_ydata() if len(line.get_ydata()) == 2
+                   and line.get_linestyle() == "-")
+    assert means == [21.0, 61.0]  # the SFT line's two means (the PPO arm is a single point)

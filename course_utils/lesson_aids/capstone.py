@@ -197,3 +197,51 @@ def plot_design_arms(design: Mapping, labels: Mapping[str, str]) -> Figure:
     fig = plot_arms(arms, set_labels=sets)
     fig.axes[0].set_title("design (g): tasks nobody demonstrated (mean ± SE; dots: seeds)", fontsize=10)
     return fig
+
+
+NOISY_ARM_LABELS = {
+    "sft_full": "SFT on every (noisy) demonstration",
+    "sft_filtered": "filtered SFT (demos and own answers the checker passes)",
+    "sft_ppo_checker": "noisy warm-up + PPO on the checker",
+    "sft_ppo_learned_rm": "noisy warm-up + PPO on a learned reward model",
+    "sft_warm_up": "the noisy warm-up alone (PPO's start)",
+}
+
+
+def noise_levels(design: Mapping, held_out: str = "test") -> dict[str, dict[float, list[float]]]:
+    """Design (f)'s arms regrouped by kind: ``{kind: {noise rate: [pass rate per seed]}}``, read
+    from ``design["arms"]["<kind>@<rate>"][held_out]`` (rates sorted; an arm measured at one rate
+    only is a single point)."""
+    out: dict[str, dict[float, list[float]]] = {}
+    for name, sets in design["arms"].items():
+        kind, rate = name.rsplit("@", 1)
+        if held_out in sets:
+            out.setdefault(kind, {})[float(rate)] = list(sets[held_out])
+    return {kind: dict(sorted(rates.items())) for kind, rates in out.items()}
+
+
+def plot_noise_crossover(levels: Mapping[str, Mapping[float, Sequence[float]]], held_out: str = "test") -> Figure:
+    """Each arm of design (f) against the share of noisy demonstrations: mean ± standard error per
+    measured rate (dots: seeds), thin lines joining the rates of one arm. Where PPO's line crosses
+    above the best SFT line is the noise level at which RL starts to pay."""
+    fig = Figure(figsize=(6.5, 3.8))
+    ax = fig.subplots()
+    kinds = [k for k in NOISY_ARM_LABELS if k in levels]
+    width = 0.012 * (len(kinds) - 1)
+    for i, kind in enumerate(kinds):
+        rates = list(levels[kind])
+        offset = -width / 2 + 0.012 * i  # side by side, so error bars at one rate do not hide each other
+        means = [mean_se(levels[kind][r]) for r in rates]
+        style = "s--" if kind == "sft_warm_up" else "o-"
+        ax.errorbar(np.add(rates, offset), [m for m, _ in means], yerr=[s for _, s in means], fmt=style,
+                    color=f"C{list(NOISY_ARM_LABELS).index(kind)}", capsize=3, lw=1, label=NOISY_ARM_LABELS[kind])
+        for r in rates:
+            ax.plot(np.full(len(levels[kind][r]), r + offset), levels[kind][r], ".",
+                    color=f"C{list(NOISY_ARM_LABELS).index(kind)}", alpha=0.5)
+    every_rate = sorted({r for kind in kinds for r in levels[kind]})
+    ax.set(xlabel="share of demonstrations that are a labeler's mistake", ylabel=f"strict pass rate on {held_out}, %",
+           xticks=every_rate, ylim=(0, 100), title="design (f): the noisy teacher (mean ± SE; dots: seeds)")
+    ax.legend(fontsize=7, loc="upper right")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
