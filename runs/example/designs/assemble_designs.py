@@ -210,7 +210,8 @@ def add_seeds(arm: dict, more: dict, name: str) -> None:
     if again:
         raise SystemExit(f"{name} already has seed(s) {again}; drop --add-seeds to replace the arm instead")
     for key, values in more.items():
-        arm.setdefault(key, []).extend(values)
+        if key != "seeds":
+            arm.setdefault(key, []).extend(values)
     arm["seeds"] = have + more["seeds"]
 
 
