@@ -513,6 +513,7 @@ ENGLISH_SCAFFOLDING = re.compile(
 def english_words(text: str) -> list[str]:
     """The English words of ``text`` outside the code it shows (quiz.check(...), quoted labels, units)."""
     text = re.sub(r"quiz(\[\d+\])?\.\w+\([^)]*\)", "", text)
+    text = re.sub(r"quiz\[\d+\]", "", text)  # "문제 2 (quiz[1]):"
     text = re.sub(r"'[^']*'|<[^>]*>", "", text)
     return re.findall(r"[A-Za-z]{2,}", text)
 

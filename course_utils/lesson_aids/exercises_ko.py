@@ -254,8 +254,6 @@ KOREAN: dict[str, str] = {
         "라이브러리 결과는 유한한데 여러분의 결과에는 NaN이나 inf가 있습니다. 0 / 0(실제 토큰이 없는 행), 오버플로나 언더플로된 exp(), 또는 마스크를 곱해서 생긴 inf * 0 때문입니다. 곱하는 대신 torch.where로 고르고, 개수가 0보다 큰 곳에서만 나누세요.",
     "The loss value is right but its gradient is NaN or inf where the library's is finite: exp() overflowed on the garbage that the padding holds, and masking after exp() (torch.where or × mask) hides the value but not the gradient (the backward pass computes 0 · inf = NaN). Blank the padding before exp(): torch.where(mask.bool(), logprobs - old_logprobs, 0.0). A NaN here spreads, through the backward pass, to the gradient of every weight.":
         "손실 값은 맞지만, 라이브러리의 그래디언트가 유한한 곳에서 여러분의 그래디언트는 NaN이나 inf입니다. 패딩에 든 쓰레기 값에서 exp()가 오버플로했고, exp() 뒤에 마스킹하면(torch.where나 × mask) 값은 가려도 그래디언트는 가리지 못합니다(역전파가 0 · inf = NaN을 계산합니다). exp() 전에 패딩을 지우세요: torch.where(mask.bool(), logprobs - old_logprobs, 0.0). 여기서 생긴 NaN은 역전파를 타고 모든 가중치의 그래디언트로 번집니다.",
-    "You never clipped: the clipped term never takes part, so large moves are not limited.":
-        "클리핑을 하지 않았습니다. 클리핑된 항이 전혀 쓰이지 않으니 큰 변화가 제한되지 않습니다.",
     "Every per-token output must be exactly 0 where mask is 0 (the padding): finish with torch.where(mask.bool(), result, 0.0).":
         "토큰별 출력은 mask가 0인 곳(패딩)에서 정확히 0이어야 합니다. 마지막에 torch.where(mask.bool(), result, 0.0)를 적용하세요.",
     "The mask may be float (1.0 / 0.0): index with mask.bool(), or select with torch.where.":
