@@ -250,7 +250,7 @@ class PPOTrainer:
         self.checkpoint_update: int | None = None
 
     def _lr_factor(self, updates_done: int) -> float:
-        return lr_factor(self.config, updates_done, self.training_seconds())
+        return lr_factor(self.config, updates_done, self.training_seconds() if updates_done else 0.0)  # 0: no history yet
 
     def sampling(self, greedy: bool = False) -> SamplingSettings:
         return SamplingSettings(temperature=self.config.temperature, top_k=0, top_p=1.0,

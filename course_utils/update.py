@@ -159,7 +159,10 @@ def optimizer_step(loss: torch.Tensor, params: list, optimizer, max_grad_norm: f
     # Every process decides together: one skipping the backward would leave DDP's all-reduce waiting.
     if not all_processes_agree(bool(torch.isfinite(loss))):
         return None
-    accelerator.backward(loss) if accelerator is not None else loss.backward()
+    if accelerator is not None:
+        accelerator.backward(loss)  # loss.backward() here (no scaler, no gradient accumulation)
+    else:
+        loss.backward()
     if max_grad_norm > 0:
         clip = accelerator.clip_grad_norm_ if accelerator is not None else torch.nn.utils.clip_grad_norm_
         grad_norm = clip(params, max_grad_norm)

@@ -2,8 +2,8 @@
 
 Usage (one process, then two on accelerate's engine, started the way the README documents):
 
-    python tests/update_worker.py OUT_DIR BATCH_FILE [TARGET_KL]
-    torchrun --nproc_per_node 2 tests/update_worker.py OUT_DIR BATCH_FILE [TARGET_KL]
+    python tests/update_worker.py OUT_DIR BATCH_FILE [TARGET_KL [UPDATES]]
+    torchrun --nproc_per_node 2 tests/update_worker.py OUT_DIR BATCH_FILE [TARGET_KL [UPDATES]]
 
 The trainer builds its ``Accelerator`` (``machinery.distributed.make_accelerator``): under torchrun
 that is ``DistributedType.MULTI_CPU`` over gloo, and the training forward goes through the
@@ -12,7 +12,7 @@ batch of 8 episodes and saves it to BATCH_FILE; the two processes load it, so ev
 from the same tensors. The batch is made uneven on purpose: rank 0's rows keep only a few real
 tokens, and their old log-probs are shifted so that most of the batch's approximate KL sits in
 those few tokens (a mean of the two processes' means would weigh them as much as rank 1's many
-tokens). Then ``UPDATES`` updates of step 5 (``update.optimise``: target_kl, gradient clipping and
+tokens). Then ``UPDATES`` (default 3) updates of step 5 (``update.optimise``: target_kl, gradient clipping and
 the linear learning-rate schedule on), each on the same responses with π_old's log-probs and
 values measured again by the current policy (a new rollout without sampling again). Each process
 saves the trained weights, every update's step counts and metrics, and its engine to
@@ -69,6 +69,7 @@ def measured_by(batch, policy, temperature: float):
 def main() -> None:
     out_dir, batch_file = Path(sys.argv[1]), Path(sys.argv[2])
     settings = dict(SETTINGS, target_kl=float(sys.argv[3])) if len(sys.argv) > 3 else SETTINGS
+    updates_to_run = int(sys.argv[4]) if len(sys.argv) > 4 else UPDATES
     torch.set_num_threads(1)
     from course_utils import ppo_math as pm
     from course_utils import update as ppo
@@ -86,7 +87,7 @@ def main() -> None:
     rows = torch.arange(rank * ROWS // world_size, (rank + 1) * ROWS // world_size)
     initial = [p.detach().clone() for p in trainer.params]
     updates = []
-    for update in range(UPDATES):
+    for update in range(updates_to_run):
         part = uneven_batch(measured_by(full, trainer.policy, config.temperature)).select(rows)
         if update == 0:  # this process's own approximate KL before the first step
             with torch.no_grad():
