@@ -265,7 +265,8 @@ def test_a_disk_that_fills_mid_run_keeps_the_last_good_checkpoint(capsys, tmp_pa
     assert not (tmp_path / "smoke" / ".checkpoint.tmp").exists()  # the half-written one is cleared away
 
 
-def test_ctrl_c_keeps_the_checkpoint_says_how_to_resume_and_exits_130(capsys, tmp_path, monkeypatch):
+def interrupt_the_second_update(monkeypatch):
+    """Ctrl-C arrives during the second PPO update (after one has been checkpointed)."""
     from course_utils.trainer import PPOTrainer
 
     real_update, calls = PPOTrainer.ppo_update, []
@@ -277,6 +278,10 @@ def test_ctrl_c_keeps_the_checkpoint_says_how_to_resume_and_exits_130(capsys, tm
         return real_update(self)
 
     monkeypatch.setattr(PPOTrainer, "ppo_update", interrupted_second)
+
+
+def test_ctrl_c_keeps_the_checkpoint_says_how_to_resume_and_exits_130(capsys, tmp_path, monkeypatch):
+    interrupt_the_second_update(monkeypatch)
     # --resume-or-start in an empty folder: nothing to resume, so the run starts.
     code, _, err = run_cli(capsys, *ppo(tmp_path, "total_updates=3", "eval_every=3", flags=("--resume-or-start",)))
     line = one_line_error(code, err, "interrupted after 1 update(s)", "update 1", "--resume", exit_code=130)
@@ -290,15 +295,7 @@ def test_ctrl_c_in_a_notebook_also_names_the_kept_checkpoint(tmp_path, monkeypat
     from course_utils.config import load_config
     from course_utils.trainer import PPOTrainer
 
-    real_update, calls = PPOTrainer.ppo_update, []
-
-    def interrupted_second(self):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real_update(self)
-
-    monkeypatch.setattr(PPOTrainer, "ppo_update", interrupted_second)
+    interrupt_the_second_update(monkeypatch)
     trainer = PPOTrainer(load_config(SMOKE, output_dir=str(tmp_path), total_updates=3, eval_every=3), quiet=True)
     with pytest.raises(KeyboardInterrupt) as caught:
         trainer.train()
