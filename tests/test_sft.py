@@ -195,3 +195,23 @@ def test_filtered_sft_samples_its_own_answers_every_few_steps(tmp_path, monkeypa
     rounds = metrics["self_sample_rounds"]
     assert [r["step"] for r in rounds] == [2, 4, 6, 8] and [r["pool"] for r in rounds] == [9] * 4
     assert metrics["steps"] == 2 + 3 + 3  # 8 demos, then 9 records (the accepted one joined at pass two)
+
+
+def test_sft_continues_from_a_saved_model_on_the_demonstrations_of_chosen_families(tmp_path):
+    """Design (h)'s SFT arm: ``sft --model DIR`` starts from the warm-up's folder, not the original model."""
+    common = dict(batch_size=8, learning_rate=5e-3, eval_prompts=10, max_new_tokens=4, output_dir=str(tmp_path),
+                  threads=2, lora_rank=4, lora_alpha=8)
+    warm = sft.train_sft(sft.SFTConfig(model=hub.TINY_MODEL, demos=8, epochs=2, run_name="warm", **common),
+                         progress=False)
+    assert warm["after"]["test"]["answers"] != warm["before"]["test"]["answers"]  # the warm-up changed the answers
+    more = sft.train_sft(sft.SFTConfig(model=str(tmp_path / "warm" / "model"), demos=8, epochs=1, run_name="more",
+                                       demo_families=["json_object"], eval_every=1, **{**common, "batch_size": 4}),
+                         progress=False)
+    # It starts where the warm-up ended: its answers before training are the warm-up's after.
+    for split in ("test", tasks.UNSEEN_SPLIT):
+        assert more["before"][split]["answers"] == warm["after"][split]["answers"]
+    assert more["config"]["demo_families"] == ["json_object"] and more["demos"] == 8
+    # eval_every: a per-family point after each step; the last is the model that "after" evaluates.
+    assert [p["step"] for p in more["curve"]] == [1, 2] and "curve" not in warm
+    assert more["curve"][-1]["per_family"] == more["after"]["test"]["per_family"]
+    assert 0 < more["curve"][0]["train_seconds"] <= more["curve"][1]["train_seconds"] <= more["train_seconds"]
