@@ -130,15 +130,25 @@ def evaluated_field(config: PPOConfig) -> str:
     return "eval_families" if config.eval_families else "task_families"
 
 
-def heldout_on_trained(config: PPOConfig, records: list, passed: list[bool]) -> dict:
-    """``{"pass_rate_trained": p}``, the held-out pass rate on the prompts of the trained families,
-    when ``eval_families`` widens the evaluation beyond ``task_families``; ``{}`` otherwise (every
-    evaluated family is trained, and ``pass_rate`` already is that measure)."""
-    trained = set(config.task_families)
-    mine = [ok for record, ok in zip(records, passed) if record.family in trained]
-    if not config.eval_families or not trained or not mine:
-        return {}
-    return {"pass_rate_trained": float(np.mean(mine))}
+def heldout_pass_rates(config: PPOConfig, records: list, passed: list[bool]) -> dict:
+    """The checker's verdicts on the held-out ``records`` -> ``pass_rate`` (all of them),
+    ``pass_rate_per_task`` and, when ``eval_families`` widens the evaluation beyond
+    ``task_families``, ``pass_rate_trained``: the pass rate on the trained families' prompts only
+    (otherwise every evaluated family is trained, and ``pass_rate`` already is that measure)."""
+    per_task: dict[str, list[bool]] = {}
+    for record, ok in zip(records, passed):
+        per_task.setdefault(record.family, []).append(ok)
+    trained = [ok for record, ok in zip(records, passed) if record.family in config.task_families]
+    widened = bool(config.eval_families and config.task_families and trained)
+    return {"pass_rate": float(np.mean(passed)), **({"pass_rate_trained": float(np.mean(trained))} if widened else {}),
+            "pass_rate_per_task": {k: float(np.mean(v)) for k, v in sorted(per_task.items())}}
+
+
+def best_record(evaluation: dict) -> dict:
+    """What the summary says of the best policy so far. "Best" is the best at what is trained
+    (``stop_rules.target_pass_rate``: pass_rate_trained when other families are evaluated too)."""
+    keep = ("update", "pass_rate", "pass_rate_trained")
+    return {**{k: evaluation[k] for k in keep if k in evaluation}, "folder": "best_policy"}
 
 
 def observe_successes(stream, batch: ppo.RolloutBatch) -> dict:
@@ -313,15 +323,10 @@ class PPOTrainer:
                                  packed=self.config.packed_cpu_linears, decode_loop=self.config.decode_loop)
         passed = [tasks.check(r, a).passed for r, a in zip(records, answers)]
         rewards = self.bundle.reward.score([r.prompt for r in records], answers, records)
-        per_task: dict[str, list[bool]] = {}
-        for record, ok in zip(records, passed):
-            per_task.setdefault(record.family, []).append(ok)
         sample_ids = {r.id for r in self.sample_records}
         result = {
             "update": self.update,
-            "pass_rate": float(np.mean(passed)),
-            **heldout_on_trained(self.config, records, passed),
-            "pass_rate_per_task": {k: float(np.mean(v)) for k, v in sorted(per_task.items())},
+            **heldout_pass_rates(self.config, records, passed),
             "mean_reward": float(rewards.float().mean()),
             "samples": [{"id": r.id, "family": r.family, "prompt": r.prompt, "answer": a, "passed": ok}
                         for r, a, ok in zip(records, answers, passed) if r.id in sample_ids],
@@ -467,10 +472,8 @@ class PPOTrainer:
         self.evals.append(self.evaluate())
         self._write_jsonl("evals.jsonl", self.evals)
         latest = self.evals[-1]
-        # The best policy is the best at what is trained (pass_rate_trained when other families are evaluated too).
         if self.best is None or stop_rules.target_pass_rate(latest) > stop_rules.target_pass_rate(self.best):
-            self.best = {"update": latest["update"], "pass_rate": latest["pass_rate"], "folder": "best_policy",
-                         **({"pass_rate_trained": latest["pass_rate_trained"]} if "pass_rate_trained" in latest else {})}
+            self.best = best_record(latest)
             if self.rank == 0:
                 self.save_adapter(self.run_dir / "best_policy")
 
