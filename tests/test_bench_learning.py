@@ -186,7 +186,7 @@ def test_the_sft_continuation_starts_from_the_warm_up_on_the_trained_families_fo
     monkeypatch.setattr(bl.child.subprocess, "run", fake_sft(tmp_path, ran))
     monkeypatch.setattr(bl.child, "start_child", lambda *a, **k: pytest.fail("the SFT arm started PPO"))
     measured = []
-    monkeypatch.setattr(bl.retention_arms, "measure_arm", lambda report, fams, k: measured.append(fams) or {"ok": k})
+    monkeypatch.setattr(bl.retention_arms, "measure_arm", lambda report, fams, k: measured.append(fams) or {"ok": k, "seeds": []})
     out = tmp_path / "h.json"
     report = bl.main(["--sft-continue", "--train-families", "json_object", "uppercase_word", "--seeds", "1",
                       "--minutes", "15", "--out", str(out)])
@@ -197,8 +197,8 @@ def test_the_sft_continuation_starts_from_the_warm_up_on_the_trained_families_fo
     assert more[more.index("--demos") + 1] == "80"  # every train demonstration of the two families
     assert float(more[more.index("--max-train-minutes") + 1]) == pytest.approx(15 - 0.8)  # the warm-up's 48 s
     assert more[more.index("--eval-every") + 1] == str(bl.retention_arms.SFT_EVAL_EVERY)  # its curve
-    assert measured == [["json_object", "uppercase_word"]] and report["retention"] == {"ok": 4}
-    assert json.loads(out.read_text())["retention"] == {"ok": 4} and report["arm"] == "sft_continue"
+    assert measured == [["json_object", "uppercase_word"]] and report["retention"]["ok"] == 4
+    assert json.loads(out.read_text())["retention"]["ok"] == 4 and report["arm"] == "sft_continue"
 
 
 def test_the_ppo_retention_arm_trains_on_the_subset_and_evaluates_every_family(tmp_path, monkeypatch):
@@ -211,7 +211,7 @@ def test_the_ppo_retention_arm_trains_on_the_subset_and_evaluates_every_family(t
     monkeypatch.setattr(bl.child, "start_child",
                         lambda cmd, *a, **k: started.append(cmd) or SimpleNamespace(poll=lambda: 0, returncode=0))
     monkeypatch.setattr(bl, "read_run", lambda run_dir: _seed(0, 0.4, 0.5, {}, {}, {}))
-    monkeypatch.setattr(bl.retention_arms, "measure_arm", lambda report, fams, k: {"families": fams})
+    monkeypatch.setattr(bl.retention_arms, "measure_arm", lambda report, fams, k: {"families": fams, "seeds": []})
     monkeypatch.setattr(bl.time, "sleep", lambda s: None)
     report = bl.main(["--config", "configs/cpu_sft.yaml", "--sft", "--train-families", "json_object",
                       "--seeds", "0", "--out", str(tmp_path / "p.json")])
@@ -219,7 +219,7 @@ def test_the_ppo_retention_arm_trains_on_the_subset_and_evaluates_every_family(t
     config = load_config("configs/cpu_sft.yaml", **parse_overrides(sets))  # the child reads them so
     assert config.task_families == ["json_object"] and config.eval_families == list(tasks.TASK_FAMILIES)
     assert config.max_train_minutes == pytest.approx(14.2) and config.model == "w/model"
-    assert report["retention"] == {"families": ["json_object"]} and report["train_families"] == ["json_object"]
+    assert report["retention"]["families"] == ["json_object"] and report["train_families"] == ["json_object"]
 
 
 @pytest.mark.parametrize("argv, message", [
