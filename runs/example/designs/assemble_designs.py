@@ -289,6 +289,10 @@ def add_retention_arm(report: dict, kind: str, bench_json: Path) -> dict:
                       f"{', '.join(trained)} only; test pass rates of those (trained) and of the other families, and "
                       "KL(pi_start || pi) in nats per answer on each group's test prompts")
     design["arms"][f"{kind}_retention"] = arm
+    selection = HERE / "retention" / "selection_validation.json"
+    if selection.is_file():  # how the trained families were chosen (validation split)
+        picked = json.loads(selection.read_text())
+        design["selection_on_validation"] = {k: picked[k] for k in ("rule", "greedy", "pass_at_16", "train_families")}
     per_seed = [k for k in arm if k not in ("seeds", "curves", "sft_steps", "ppo_updates")]
     design["summary"] = {name: {k: mean_se(a[k]) for k in per_seed if k in a} for name, a in design["arms"].items()}
     if {"sft_ppo_checker_retention", "sft_continue_retention"} <= set(design["arms"]):

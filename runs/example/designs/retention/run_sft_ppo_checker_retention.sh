@@ -7,7 +7,7 @@
 # Run from a git archive of the commit (cd there), nothing else timed on the machine.
 cd /tmp/arm_h1
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false TRL_EXPERIMENTAL_SILENCE=1
-FAM="__FAM__"
+FAM="lowercase_word number_only bracket_word comma_no_spaces"
 echo "commit $(cat COMMIT 2>/dev/null)"; date; lscpu | grep -E "Model name"; grep -o -w -E "avx2|avx512f|avx512_bf16|avx512_vnni|amx_bf16|fma" /proc/cpuinfo | sort -u | tr '\n' ' '; echo
 /work/main/.venv/bin/python -m course_utils bench-learning --config configs/cpu_sft.yaml --sft --train-families $FAM --seeds 0 1 2 --minutes 15 --parallel 1 --out /tmp/arm_h1/out/sft_ppo_checker_retention.json
 date
