@@ -295,3 +295,27 @@ def test_the_change_at_a_gain_is_read_where_the_path_first_reaches_it():
     assert retention.change_at_gain(path, 40) == pytest.approx(-10.0)
     assert retention.change_at_gain(path, 41) is None
     assert retention.change_at_gain(path, 0) == 0
+
+
+def test_measure_arm_reads_a_finished_ppo_run_trained_on_a_subset(tmp_path, tiny_model_dir, monkeypatch):
+    """The whole post-hoc path on a real (smoke) PPO run: its final policy from the checkpoint, its
+    path from evals.jsonl, every family's pass rate and the KL from its start (the tiny model)."""
+    from pathlib import Path
+
+    from course_utils.comparison import retention_arms
+    from course_utils.config import load_config
+    from course_utils.trainer import PPOTrainer
+
+    trained = ["json_object", "uppercase_word"]
+    smoke = Path(__file__).resolve().parents[1] / "configs" / "smoke.yaml"
+    config = load_config(smoke, task_families=trained, eval_families=list(tasks.TASK_FAMILIES), eval_prompts=20,
+                         total_updates=2, eval_every=1, output_dir=str(tmp_path))
+    PPOTrainer(config, quiet=True).train()
+    monkeypatch.setattr(retention_arms, "MAX_NEW_TOKENS", 4)
+    report = {"seeds": [{"seed": 0, "run_dir": str(config.run_dir), "sft": {"model": str(tiny_model_dir)}}]}
+    seed = retention_arms.measure_arm(report, trained, samples=1)["seeds"][0]
+    assert [p["update"] for p in seed["curve"]] == [0, 1, 2] and seed["curve"][0]["gain_trained"] == 0
+    assert set(seed["after"]) == set(tasks.TASK_FAMILIES)
+    kl = seed["kl_from_start"]
+    assert kl["trained"]["answers"] == 20 and kl["others"]["answers"] == 80
+    assert math.isfinite(kl["trained"]["kl_per_answer"]) and math.isfinite(kl["others"]["kl_per_answer"])
