@@ -96,7 +96,7 @@ def test_the_kl_from_the_start_on_the_tiny_model_matches_unpadded_forwards(two_t
     # Reference: the same answers (same sampler, seed and chunk), then one plain forward per answer
     # without padding, the KL summed over the vocabulary at each answer position.
     r = generate(start.policy, start.tokenizer, [p for p in prompts for _ in range(2)],
-                 SamplingSettings(temperature=1.0, max_new_tokens=5, do_sample=True), seed=7, packed=False)
+                 SamplingSettings(temperature=1.0, max_new_tokens=5, do_sample=True), seed=7)
     totals = []
     for row in range(6):
         prompt = r.query_ids[row][r.query_mask[row].bool()]
