@@ -9,8 +9,9 @@
     adapter, report.md, summary.json
 
 What one update computes is in ``course_utils.update``; this file runs it and keeps the books.
-The loop runs the same on one process or under ``torchrun`` (CPU: gloo), where whitening and
-metric means are global.
+The loop runs on an ``accelerate.Accelerator``, the same on one process and on several (CPU:
+``torchrun``, gloo; GPUs: ``accelerate launch``, NCCL), where DDP averages the gradients and
+whitening and metric means are global.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import signal
 import sys
 import time
@@ -34,7 +34,8 @@ from course_utils.config import PPOConfig, load_config
 from course_utils.device import default_dtype, pick_device, seed_everything, set_threads
 from course_utils.family_sampling import SuccessVarianceStream
 from course_utils.machinery import checkpoint, report, safe_files, stop_rules
-from course_utils.machinery.distributed import gather_objects, global_max, params_in_sync, rank_and_world_size
+from course_utils.machinery.distributed import (check_processes, gather_objects, global_max, make_accelerator,
+                                                params_in_sync, rank_and_world_size)
 from course_utils.machinery.faults import NaNRewardFrom
 from course_utils.machinery.metrics import update_metrics
 from course_utils.machinery.run_checks import task_outcomes
@@ -86,7 +87,7 @@ class PromptStream:
         epoch, position = divmod(self.cursor, per_pass)
         order = self._order(epoch)[position * self.batch_size:(position + 1) * self.batch_size]
         self.cursor += 1
-        # Under torchrun each process takes its share of the same global batch.
+        # Under several processes each one takes its share of the same global batch.
         return [self.records[i] for i in order[self.rank::self.world_size]]
 
     def state_dict(self) -> dict:
@@ -211,21 +212,37 @@ def interrupted_message(run_dir, update: int, checkpoint_update: int | None, com
             f"{run_dir / checkpoint.CHECKPOINT}. Continue with {again('--resume')}")
 
 
+def lr_factor(cfg: PPOConfig, updates_done: int, seconds_trained: float) -> float:
+    """Learning-rate multiplier after ``updates_done`` updates: 1, or for the linear schedule
+    1 - the run's progress, measured in updates or in the time budget (``seconds_trained``, a
+    clock every process agrees on), whichever is further."""
+    if cfg.lr_schedule != "linear":
+        return 1.0
+    progress = updates_done / cfg.total_updates
+    if cfg.max_train_minutes > 0 and updates_done:
+        progress = max(progress, seconds_trained / (60 * cfg.max_train_minutes))
+    return max(0.0, 1.0 - progress)
+
+
 class PPOTrainer:
     """Runs PPO from a :class:`PPOConfig`.
 
     ``callbacks`` are functions ``callback(trainer, metrics: dict)`` called after every update
-    (the notebooks pass a live plot). ``bundle`` may be given to reuse loaded models.
+    (the notebooks pass a live plot). ``bundle`` may be given to reuse loaded models,
+    ``accelerator`` the engine (default: ``make_accelerator`` for the config's device).
     """
 
-    def __init__(self, config: PPOConfig, bundle=None, callbacks=(), quiet: bool = False):
+    def __init__(self, config: PPOConfig, bundle=None, callbacks=(), quiet: bool = False, accelerator=None):
         self.config = config.validate()
         self.callbacks, self.quiet = list(callbacks), quiet
+        seed_everything(config.seed)
+        self.device = pick_device(config.device)
+        self.accelerator = accelerator or make_accelerator(self.device)  # joins a launcher's process group
         self.rank, self.world_size = rank_and_world_size()
         config.validate_processes(self.world_size)
         set_threads(config.threads or None)  # 0: $COURSE_THREADS, else the cores (at most 8)
-        seed_everything(config.seed)
-        self.device = pick_device(config.device)
+        if self.world_size > 1 and self.device.type == "cuda":
+            self.device = self.accelerator.device  # one GPU per process
         if bundle is None:  # refused here, before any model loads, rather than at the first rollout
             refuse_generation_logprobs_off_float32(config, self.device)
         train, self.eval_records, self.sample_records, self.prompts = load_prompts(config, self.rank, self.world_size)
@@ -242,11 +259,13 @@ class PPOTrainer:
             sampling_compute_dtype(self.policy, config.sampling_dtype, config.packed_cpu_linears)
         # Training rollouts are scored through the fault injector (a no-op unless the config asks).
         self.train_reward = NaNRewardFrom(self.bundle.reward, config.inject_nan_reward_at, lambda: self.update)
-        if self.world_size > 1:
-            # Same initial weights on every process (seeded above), different samples per process.
+        if self.world_size > 1:  # same initial weights everywhere (seeded above), different samples per process
             seed_everything(config.seed + 1000 * self.rank)
         self.params = self.policy.trainable_parameters()
+        # Only the training forward goes through DDP; rollouts, evaluation and checkpoints use the policy.
+        self.ddp_policy = self.accelerator.prepare_model(self.policy, device_placement=False)
         self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=1e-5)
+        # Not accelerator.prepare'd: accelerate would step a scheduler once per process per step.
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.kl_controller = (pm.AdaptiveKLController(config.kl_coef, config.kl_target, config.kl_horizon)
                               if config.adaptive_kl else pm.FixedKLController(config.kl_coef))
@@ -259,15 +278,7 @@ class PPOTrainer:
         self.checkpoint_update: int | None = None
 
     def _lr_factor(self, updates_done: int) -> float:
-        """Learning-rate multiplier after ``updates_done`` updates: 1, or for the linear schedule
-        1 - the run's progress, measured in updates or in the time budget (an agreed clock), whichever is further."""
-        cfg = self.config
-        if cfg.lr_schedule != "linear":
-            return 1.0
-        progress = updates_done / cfg.total_updates
-        if cfg.max_train_minutes > 0 and updates_done:
-            progress = max(progress, self.training_seconds() / (60 * cfg.max_train_minutes))
-        return max(0.0, 1.0 - progress)
+        return lr_factor(self.config, updates_done, self.training_seconds() if updates_done else 0.0)  # 0: no history yet
 
     def sampling(self, greedy: bool = False) -> SamplingSettings:
         return SamplingSettings(temperature=self.config.temperature, top_k=0, top_p=1.0,
@@ -300,7 +311,8 @@ class PPOTrainer:
         batch = self.prepare_batch()                                        # steps 1-4
         t_prepared = time.perf_counter()
         learning_rate = self.scheduler.get_last_lr()[0]                     # the rate step 5 uses
-        steps = ppo.optimise(self.policy, self.optimizer, batch, self.config)  # step 5
+        steps = ppo.optimise(self.policy, self.optimizer, batch, self.config,  # step 5
+                             model=self.ddp_policy, accelerator=self.accelerator)
         self.scheduler.step()
         t_done = time.perf_counter()
         metrics = update_metrics(batch, steps, self.config, self.update + 1, self.world_size, learning_rate,
@@ -351,7 +363,7 @@ class PPOTrainer:
             "evals": self.evals,
             "streaks": (self.streaks.nonfinite, self.streaks.clipfrac, self.streaks.hacking),
             "best": self.best,
-            # One RNG state per process: under torchrun each rank samples its own share of the batch.
+            # One RNG state per process: each rank samples its own share of the batch.
             "rng_per_rank": gather_objects(checkpoint.rng_state()),
             "config": self.config.to_dict(),
         }
@@ -407,7 +419,7 @@ class PPOTrainer:
 
     def budget_spent(self) -> bool:
         """True once ``max_train_minutes`` of training time are used up (never, when it is 0).
-        Under torchrun every process must give the same answer (one rank leaving the loop while
+        Under several processes every one must give the same answer (one rank leaving the loop while
         another starts an update would hang the next collective): the clock's maximum decides."""
         budget = self.config.max_train_minutes
         return budget > 0 and global_max(self.training_seconds()) >= 60 * budget
@@ -491,6 +503,7 @@ class PPOTrainer:
                    "training_minutes": self.training_seconds() / 60,
                    "pass_rate_before": self.evals[0]["pass_rate"], "pass_rate_after": self.evals[-1]["pass_rate"],
                    "world_size": self.world_size, "ranks_in_sync": params_in_sync(self.params),
+                   "engine": self.accelerator.distributed_type.value,
                    "best": self.best, "checkpoint_update": self.checkpoint_update}
         if "answers" in self.evals[0] and "answers" in self.evals[-1]:
             summary["task_outcomes"] = task_outcomes(self.eval_records, self.evals[0]["answers"],
@@ -524,6 +537,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="start afresh in a run folder that already holds a run (its checkpoint and logs are deleted)")
     parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE",
                         help="override config fields, e.g. --set total_updates=5 seed=1")
+    parser.add_argument("--processes", type=int, default=None, metavar="N",
+                        help="refuse to run unless the launcher started N processes (e.g. torchrun --nproc_per_node N)")
     return parser
 
 
@@ -545,6 +560,7 @@ def command_line(args) -> str:
     import shlex
 
     return shlex.join(["python", "-m", "course_utils", "ppo", "--config", args.config]
+                      + (["--processes", str(args.processes)] if args.processes else [])
                       + (["--set", *args.set] if args.set else []))
 
 
@@ -553,26 +569,24 @@ def main(argv: list[str] | None = None) -> dict:
     config = load_config(args.config, **parse_overrides(args.set))
     command = command_line(args)
     resume = safe_files.check_run_folder(config.run_dir, args.resume, args.overwrite, args.resume_or_start, command)
-    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
-    if distributed:
-        torch.distributed.init_process_group("gloo")
+    # The engine: under torchrun or accelerate launch this joins their process group (gloo, NCCL).
+    accelerator = make_accelerator(pick_device(config.device))
+    check_processes(accelerator, args.processes)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # let finally-blocks run on `kill`
     trainer = None
     try:
-        trainer = PPOTrainer(config)  # every check passed and the model loaded: only now remove an old run
+        trainer = PPOTrainer(config, accelerator=accelerator)  # every check passed and the model loaded: only now remove an old run
         if args.overwrite and trainer.rank == 0:
             safe_files.remove_run_state(config.run_dir)
         summary = trainer.train(resume=resume)
-        if distributed:
-            torch.distributed.barrier()  # rank 0 writes the report last: nobody leaves before it is done
+        accelerator.wait_for_everyone()  # rank 0 writes the report last: nobody leaves before it is done
     except KeyboardInterrupt:
         if trainer is None:
             raise safe_files.Interrupted(f"interrupted before training started; nothing was written. Rerun `{command}`")
         raise safe_files.Interrupted(interrupted_message(trainer.run_dir, trainer.update, trainer.checkpoint_update,
                                                          command)) from None
     finally:
-        if distributed:
-            torch.distributed.destroy_process_group()
+        accelerator.end_training()  # leaves the process group (none on one process)
     if trainer.rank == 0:
         print("\n".join(report.summary_lines(summary, trainer.run_dir)))
     return summary

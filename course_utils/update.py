@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from course_utils import ppo_math as pm
-from course_utils.machinery.distributed import (all_processes_agree, all_reduce_mean_, global_max, global_means,
+from course_utils.machinery.distributed import (all_processes_agree, distributed_on, global_max, global_means,
                                                 token_share_weight)
 from course_utils.machinery.packed_linear import packed_linears
 from course_utils.rollout import Rollout, collect_rollout, sequence_forward
@@ -38,8 +38,8 @@ STEP_STATS = ("policy_loss", "value_loss", "entropy", "policy_clipfrac", "value_
 """Statistics of one optimizer step, logged as their mean over the steps of an update."""
 
 TOKEN_MEANS = ("policy_loss", "value_loss", "entropy", "policy_clipfrac", "value_clipfrac", "approx_kl", "ratio_mean")
-"""The step statistics that are means over a minibatch's real tokens (under torchrun: over every
-process's tokens, ``global_means``)."""
+"""The step statistics that are means over a minibatch's real tokens (under several processes:
+over every process's tokens, ``global_means``)."""
 
 
 @dataclass
@@ -145,17 +145,27 @@ def minibatch_loss(policy, mb: RolloutBatch, config) -> tuple[torch.Tensor, dict
     return loss, parts
 
 
-def optimizer_step(loss: torch.Tensor, params: list, optimizer, max_grad_norm: float) -> torch.Tensor | None:
-    """Backward, average the gradients over processes, clip, step. Returns the gradient norm
-    (before clipping), or None when the loss or the gradient was not finite: then no step is
-    taken and the weights stay as they were."""
+def optimizer_step(loss: torch.Tensor, params: list, optimizer, max_grad_norm: float,
+                   accelerator=None) -> torch.Tensor | None:
+    """Backward, clip, step. Returns the gradient norm (before clipping), or None when the loss
+    or the gradient was not finite: then no step is taken and the weights stay as they were.
+
+    Under several processes the loss came out of the DDP-wrapped policy (``optimise``'s
+    ``model``), so the backward also averages the gradients over processes (DDP's all-reduce,
+    bucket by bucket while the backward runs): the norm, the clipping and the step that follow
+    see the same averaged gradient on every process. ``accelerator``: its ``backward`` and
+    ``clip_grad_norm_`` (the engine's versions; plain torch without one)."""
     optimizer.zero_grad(set_to_none=True)
+    # Every process decides together: one skipping the backward would leave DDP's all-reduce waiting.
     if not all_processes_agree(bool(torch.isfinite(loss))):
         return None
-    loss.backward()
-    all_reduce_mean_([p.grad for p in params if p.grad is not None])
+    if accelerator is not None:
+        accelerator.backward(loss)  # loss.backward() here (no scaler, no gradient accumulation)
+    else:
+        loss.backward()
     if max_grad_norm > 0:
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+        clip = accelerator.clip_grad_norm_ if accelerator is not None else torch.nn.utils.clip_grad_norm_
+        grad_norm = clip(params, max_grad_norm)
     else:
         grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
     if not torch.isfinite(grad_norm):
@@ -187,7 +197,7 @@ def step_statistics(parts: dict, mb: RolloutBatch, grad_norm: torch.Tensor) -> d
         TOKEN_MEANS   mean = Σ_r n_r · mean_r / N
         ratio_var     Σ_r n_r · (var_r + (mean_r - mean)²) / N     (pooled population variance)
         ratio_max     max over processes of each one's maximum
-        grad_norm     already global (measured after the gradient all-reduce)
+        grad_norm     already global (measured on DDP's averaged gradient)
     """
     old, m = mb.rollout.old_logprobs, mb.rollout.response_mask
     n = float(m.sum())
@@ -203,7 +213,7 @@ def step_statistics(parts: dict, mb: RolloutBatch, grad_norm: torch.Tensor) -> d
 
 
 def optimise(policy, optimizer, batch: RolloutBatch, config, epochs: int | None = None,
-             max_rollout_age: int | None = None, after_epoch=None) -> dict:
+             max_rollout_age: int | None = None, after_epoch=None, *, model=None, accelerator=None) -> dict:
     """Step 5: ``epochs`` passes (default ``config.ppo_epochs``) over the same batch, each in
     ``config.num_minibatches`` shuffled minibatches, one optimizer step per minibatch.
 
@@ -215,11 +225,20 @@ def optimise(policy, optimizer, batch: RolloutBatch, config, epochs: int | None 
     ``after_epoch(epoch, counts)`` is called after each pass (epoch counted from 1) with the
     running counts; it may measure the policy but must not change it.
 
+    ``model`` is what the training forward runs through: under several processes the policy
+    wrapped in DDP (``accelerator.prepare_model(policy)``), whose backward averages the
+    gradients; by default (one process) the policy itself. ``accelerator`` is passed on to
+    ``optimizer_step``.
+
     Returns ``{"stats": {name: [one float per step taken]}, "optimizer_steps",
     "stale_steps_skipped", "kl_stop_steps_skipped", "nonfinite_steps"}``.
     """
     epochs = config.ppo_epochs if epochs is None else epochs
     max_age = config.max_rollout_age if max_rollout_age is None else max_rollout_age
+    model = policy if model is None else model
+    if distributed_on() and not isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        raise RuntimeError("several processes but the policy is not wrapped in DDP: nothing would average the "
+                           "gradients. Pass model=accelerator.prepare_model(policy)")
     params = policy.trainable_parameters()
     stats: dict[str, list[float]] = {k: [] for k in STEP_STATS}
     counts = {"optimizer_steps": 0, "stale_steps_skipped": 0, "kl_stop_steps_skipped": 0, "nonfinite_steps": 0}
@@ -237,12 +256,14 @@ def optimise(policy, optimizer, batch: RolloutBatch, config, epochs: int | None 
                     counts["stale_steps_skipped"] += 1  # the rollout is too old for the current policy
                     continue
                 mb = batch.select(order[start:start + minibatch_size])
-                loss, parts = minibatch_loss(policy, mb, config)
+                loss, parts = minibatch_loss(model, mb, config)  # DDP's forward arms its gradient hooks
+                # Stopping here leaves a DDP forward without its backward: allowed, as DDP (without
+                # find_unused_parameters) has nothing pending until a backward starts.
                 if config.target_kl and pm.past_target_kl(minibatch_approx_kl(parts, mb), config.target_kl):
                     counts["kl_stop_steps_skipped"] += 1  # far enough from π_old: stop before this step
                     continue
                 loss = loss * token_share_weight(mb.rollout.response_mask)  # x 1.0 (exact) on one process
-                grad_norm = optimizer_step(loss, params, optimizer, config.max_grad_norm)
+                grad_norm = optimizer_step(loss, params, optimizer, config.max_grad_norm, accelerator)
                 if grad_norm is None:
                     counts["nonfinite_steps"] += 1
                     continue

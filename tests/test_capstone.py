@@ -62,7 +62,9 @@ def test_coverage_points_and_their_verdicts():
     text = capstone.verdict(point)
     assert "winner: PPO" in text and "PPO − filtered SFT = -51.7 ± 3.3" in text and text.endswith("winner: filtered SFT.")
     assert "sft_filtered" not in points[1] and isinstance(capstone.plot_coverage([point], highlight=80), Figure)
-    assert isinstance(capstone.plot_coverage(points, highlight=80), Figure)
+    fig = capstone.plot_coverage(points, highlight=80)
+    assert isinstance(fig, Figure)
+    assert not [line for line in fig.axes[0].get_lines() if line.get_linestyle() == "-"]  # measured points, not a curve
 
 
 def test_a_difference_within_two_standard_errors_names_no_winner():
@@ -99,6 +101,11 @@ def test_noise_levels_regroup_design_f_by_arm_kind_and_rate():
     assert levels == {"sft_full": {0.25: [60, 62], 0.75: [16, 26, 25]}, "sft_ppo_checker": {0.75: [45, 49]}}
     assert list(levels["sft_full"]) == [0.25, 0.75]  # sorted by rate, whatever order the arms were added in
     assert capstone.noise_levels(design, "test_unseen")["sft_warm_up"] == {0.75: [6, 16]}
+    clean = {"sft_full": {"test": [74, 75, 74]}, "sft": {"test": [45, 46, 46]}, "sft_ppo_checker": {"test": [55, 56]}}
+    with_clean = capstone.noise_levels(design, clean_arms=clean)
+    assert with_clean["sft_full"] == {0.0: [74, 75, 74], 0.25: [60, 62], 0.75: [16, 26, 25]}
+    assert with_clean["sft_filtered"] == {0.0: [74, 75, 74]}  # nothing to filter at noise 0: the same arm
+    assert with_clean["sft_warm_up"] == {0.0: [45, 46, 46]}
 
 
 def test_noise_crossover_draws_one_line_per_arm_at_its_measured_rates():
@@ -108,9 +115,9 @@ def test_noise_crossover_draws_one_line_per_arm_at_its_measured_rates():
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels == [capstone.NOISY_ARM_LABELS["sft_full"], capstone.NOISY_ARM_LABELS["sft_ppo_checker"]]
     assert [t for t in ax.get_xticks()] == [0.25, 0.75]
-    means = sorted(round(y, 6) for line in ax.get_lines() for y in line.get_ydata() if len(line.get_ydata()) == 2
-                   and line.get_linestyle() == "-")
-    assert means == [21.0, 61.0]  # the SFT line's two means (the PPO arm is a single point)
+    joined = [line for line in ax.get_lines() if line.get_linestyle() == ":"]
+    assert sorted(round(y, 6) for line in joined for y in line.get_ydata()) == [21.0, 47.0, 61.0]
+    assert not [line for line in ax.get_lines() if line.get_linestyle() == "-"]  # no solid line suggests data between rates
 
 
 def test_retention_plot_puts_each_seed_at_its_gain_and_change_with_ppos_path_and_the_half_loss_line():

@@ -8,6 +8,7 @@ everything could not pass these tests.
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -727,3 +728,91 @@ def test_the_whole_set_of_checks_is_fast():
     for name in exercises.EXERCISES:
         exercises.check(name, LIBRARY[name])
     assert time.perf_counter() - start < 5.0
+
+
+# ---------------------------------------------------------------- the Korean edition (lang="ko")
+
+HANGUL = re.compile(r"[\uac00-\ud7a3]")
+ENGLISH_FRAMING = ("passed:", "failed:", "not attempted", "Case \"", "This case", "Hint:", "Also:", "Also failing",
+                   "differs", "expected", "your function", "is exactly what", "Mistakes that", "real tokens per row",
+                   "position (", "padding (mask")
+
+
+def english_texts(exercise) -> list[str]:
+    """Every English text an exercise is written with: its hint, its mistakes' hints, its cases' names and notes."""
+    texts = [exercise.hint, *(m.hint for m in exercise.mistakes)]
+    for case in exercise.cases():
+        texts += [case.name] + ([case.note] if case.note else [])
+    return texts
+
+
+def test_every_text_of_the_exercises_has_its_korean():
+    from course_utils.lesson_aids.exercises_ko import KOREAN, PHRASES
+
+    shared = [exercises._HINT_PADDING, exercises._HINT_NAN, exercises._HINT_IN_PLACE, exercises._HINT_DETACHED,
+              exercises._HINT_GRADIENT, exercises._HINT_NAN_GRADIENT, *(advice for _, advice in exercises._EXCEPTION_HINTS)]
+    needed = {text for exercise in exercises._TABLE for text in english_texts(exercise)} | set(shared)
+    missing = sorted(needed - set(KOREAN))
+    assert not missing, f"no Korean in exercises_ko.KOREAN for: {missing[:5]}"
+    assert not set(KOREAN) - needed, f"translations of texts that no longer exist: {sorted(set(KOREAN) - needed)[:5]}"
+    for english, korean in KOREAN.items():
+        assert HANGUL.search(korean) or english == korean or korean in ("pad == eos", "unbiased=False"), english
+        assert ("{signature}" in english) == ("{signature}" in korean), english
+    assert set(PHRASES["ko"]) == set(PHRASES["en"])
+    pattern = re.compile(r"{\w+(?:!r)?}")
+    for key, text in PHRASES["en"].items():
+        assert set(pattern.findall(PHRASES["ko"][key])) == set(pattern.findall(text)), key
+
+
+def assert_korean_message(message: str) -> None:
+    assert HANGUL.search(message.split("\n")[0]), message
+    for phrase in ENGLISH_FRAMING:
+        assert phrase not in message, f"{phrase!r} in {message!r}"
+
+
+@pytest.mark.parametrize("name", list(exercises.EXERCISES))
+def test_the_checker_diagnoses_in_korean(name):
+    """The verdict, the case, the diagnosis and the hint of a known mistake, all in Korean; the
+    mistake's hint is the one exercises_ko gives for it."""
+    from course_utils.lesson_aids.exercises_ko import KOREAN
+
+    exercise = exercises._EXERCISES[name]
+    mistake = exercise.mistakes[0]
+    result = exercises.check(name, mistake.wrong, lang="ko")
+    assert not result.passed and result.message.startswith("실패: ")
+    assert_korean_message(result.message)
+    assert KOREAN[mistake.hint] in result.message and "힌트: " in result.message
+    case_names = {KOREAN[case.name] for case in exercise.cases()}
+    assert any(f'사례 "{case}": {name}(' in result.message for case in case_names), result.message
+    # The English message of the same check is unchanged by the Korean one (the language is per call).
+    assert exercises.check(name, mistake.wrong).message.startswith("failed: ")
+    passed = exercises.check(name, LIBRARY[name], lang="ko")
+    assert passed.passed and passed.message.startswith("통과: ")
+    assert_korean_message(passed.message)
+
+
+def test_a_korean_stub_hint_and_other_failures_are_korean():
+    def stub(*args, **kwargs):
+        raise NotImplementedError
+
+    result = exercises.check("masked_mean", stub, lang="ko")
+    assert not result.attempted and result.message.startswith("아직 시도하지 않음: ")
+    assert "exercises.hint('masked_mean', lang='ko')" in result.message
+    text = exercises.hint("masked_mean", lang="ko")
+    assert "check()가 알아보는 실수:" in text and all(HANGUL.search(line) for line in text.splitlines() if line)
+
+    def boom(x, mask, dim=None):
+        raise RuntimeError("boom")
+
+    def no_return(x, mask, dim=None):
+        pass
+
+    def float32(x, mask, dim=None):
+        return ppo_math.masked_mean(x, mask, dim).float()
+
+    for fn in (boom, no_return, float32, 3):
+        assert_korean_message(exercises.check("masked_mean", fn, lang="ko").message)
+    with pytest.raises(ValueError, match="lang must be one of"):
+        exercises.check("masked_mean", float32, lang="kr")
+    with pytest.raises(ValueError, match="lang must be one of"):
+        exercises.hint("masked_mean", lang="en-GB")

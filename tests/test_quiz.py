@@ -2,6 +2,7 @@
 
 import html
 import math
+import re
 from collections import Counter
 from decimal import Decimal
 
@@ -500,3 +501,95 @@ def test_renders_in_a_headless_kernel():
     assert ") 1.3\n" in outputs[0].data["text/plain"]
     assert "[ ] two" in outputs[2].data["text/plain"]
     assert "It divides." in outputs[3].data["text/html"]
+
+
+# ---------------------------------------------------------------- the language of the fixed phrases
+
+ENGLISH_SCAFFOLDING = re.compile(
+    r"Correct|Not quite|Try again|Answer in code|gives a hint|Question \d|No hint|Hint:|ticked|option|"
+    r"Before you move on|\bdone\b|well done|a number|Pick an|is not|got |answer with|responses for|not answered")
+
+
+def english_words(text: str) -> list[str]:
+    """The English words of ``text`` outside the code it shows (quiz.check(...), quoted labels, units)."""
+    text = re.sub(r"quiz(\[\d+\])?\.\w+\([^)]*\)", "", text)
+    text = re.sub(r"quiz\[\d+\]", "", text)  # "문제 2 (quiz[1]):"
+    text = re.sub(r"'[^']*'|<[^>]*>", "", text)
+    return re.findall(r"[A-Za-z]{2,}", text)
+
+
+def no_english(text: str, allowed: tuple[str, ...] = ()) -> None:
+    assert not ENGLISH_SCAFFOLDING.search(text), text
+    assert [w for w in english_words(text) if w not in allowed] == [], text
+
+
+def korean_questions():
+    mc = MultipleChoice("비율 r은 얼마일까요?", {"a": "0.06", "b": "1.3", "c": "0.77"}, answer="b",
+                        feedback={"a": "차이입니다.", "b": "0.26 / 0.20 = 1.3입니다.", "c": "뒤집힌 비율입니다."},
+                        hint="새 확률을 이전 확률로 나누세요.", lang="ko")
+    ms = MultiSelect("옳은 것을 모두 고르세요.", {"a": "가", "b": "나", "c": "다", "d": "라"}, answers=["a", "c"],
+                     feedback={"a": "맞습니다.", "b": "틀립니다.", "c": "맞습니다.", "d": "틀립니다."}, lang="ko")
+    num = NumericAnswer("A = R - V는 얼마일까요?", answer=0.6, lang="ko")
+    return mc, ms, num
+
+
+def test_a_korean_quiz_answered_headless_has_no_english_scaffolding():
+    mc, ms, num = korean_questions()
+    quiz_ko = Quiz("확인 문제", [mc, ms, num], lang="ko")
+    messages = [quiz_ko.text(), mc.check(mc.answer).message, *(mc.check(label).message for label in mc.options),
+                ms.check(sorted(ms.answers | {"b"})).message, ms.check(["b"]).message,
+                ms.check(sorted(ms.answers)).message, ms.hint(), num.check(0.6).message, num.check(0.1).message,
+                num.check(5).message, NumericAnswer("몇 MB일까요?", answer=523, units="MB", lang="ko").check(523e6 / 2**20).message,
+                str(quiz_ko.score()), checklist(["항목 하나"], lang="ko").text()]
+    for text in messages:
+        no_english(text, allowed=("MB", "MiB"))
+    assert mc.check(mc.answer).message.startswith("정답입니다.") and "정답보다 작습니다" in num.check(0.1).message
+    assert "보기 1개를 잘못 판단했습니다" in MultiSelect("q", {"a": "x", "b": "y"}, ["a"], lang="ko").check(["a", "b"]).message
+    assert "문제 1 (quiz[0]):" in quiz_ko.text() and "quiz[0].check('a')" in quiz_ko.text()
+    # A wrong input is answered in Korean too, naming the call to make.
+    for question, response in ((mc, "z"), (mc, 2), (ms, 3), (num, "abc"), (num, [1.0, 2.0]), (num, float("nan"))):
+        with pytest.raises(QuizInputError) as error:
+            question.check(np.array(response) if isinstance(response, list) else response)
+        no_english(str(error.value), allowed=("int", "nan"))
+    with pytest.raises(QuizInputError) as error:
+        quiz_ko.check([1])
+    no_english(str(error.value))
+
+
+def test_the_korean_widgets_speak_korean():
+    import ipywidgets as widgets  # noqa: F401  (the widget tests need it installed)
+
+    mc, _ms, num = korean_questions()
+    _q, _input, buttons, feedback = mc.widget().children
+    check_button, hint_button = buttons.children
+    assert (check_button.description, hint_button.description) == ("확인", "힌트")
+    hint_button.click()
+    assert feedback.value.startswith("<i>힌트: ")
+    check_button.click()  # nothing picked yet
+    no_english(feedback.value.replace("<i>", "").replace("</i>", ""))
+    assert num.widget().children[1].placeholder == "숫자를 입력하세요"
+    box = checklist(["가", "나"], lang="ko").widget()
+    title, boxes, progress = box.children
+    assert "넘어가기 전에" in title.value and progress.value == "2개 중 0개 완료"
+    for b in boxes.children:
+        b.value = True
+    assert progress.value == "2개 중 2개 완료 — 잘했습니다!"
+
+
+def test_the_language_of_a_quiz_reaches_its_questions_and_english_stays_the_default():
+    mc, ms, num = (MultipleChoice("q?", {"a": "x", "b": "y"}, answer="a"), MultiSelect("q?", {"a": "x", "b": "y"}, ["a"]),
+                   NumericAnswer("n?", answer=1.0))
+    assert {q.lang for q in (mc, ms, num)} == {"en"} and Quiz("t", [mc]).lang == "en"
+    Quiz("t", [mc, ms, num], lang="ko")
+    assert {q.lang for q in (mc, ms, num)} == {"ko"} and mc.check(mc.answer).message == "정답입니다."
+    assert Quiz("t", [MultipleChoice("q?", {"a": "x", "b": "y"}, answer="a", lang="ko")]).lang == "ko"
+    assert checklist(["x"]).title == "Before you move on" and checklist(["x"], title="Mine", lang="ko").title == "Mine"
+    with pytest.raises(ValueError, match="lang must be one of"):
+        MultipleChoice("q?", {"a": "x", "b": "y"}, answer="a", lang="fr")
+    with pytest.raises(ValueError, match="lang must be one of"):
+        Quiz("t", [], lang="kr")
+    assert set(quiz.PHRASES["ko"]) == set(quiz.PHRASES["en"])
+    for key, text in quiz.PHRASES["en"].items():  # the same placeholders in both languages
+        assert set(re.findall(r"{\w+}", quiz.PHRASES["ko"][key])) == set(re.findall(r"{\w+}", text)), key
+    worded = {other for slips in quiz.UNIT_SLIPS.values() for _, other in slips if re.search("[a-z]{2,}", other)}
+    assert worded and worded <= set(quiz.UNIT_NAMES["ko"])

@@ -148,8 +148,11 @@ def test_bug6_a_save_cut_short_by_a_full_disk_leaves_the_old_model_whole(capsys,
     (model / "config.json").write_text("{}")
     (model / "model.safetensors").write_bytes(b"the earlier model")
 
-    def disk_full(self, folder, *args, **kwargs):  # the config is written, then the disk fills
+    def disk_full(self, folder, *args, **kwargs):
+        # As a real save: the config is written, then the weights file is opened for writing (an
+        # existing one is truncated and overwritten in place), then the disk fills part way.
         (Path(folder) / "config.json").write_text("{}")
+        (Path(folder) / "model.safetensors").write_bytes(b"the first bytes of the new weights")
         raise OSError(errno.ENOSPC, "No space left on device", str(Path(folder) / "model.safetensors"))
 
     monkeypatch.setattr(PreTrainedModel, "save_pretrained", disk_full)
@@ -262,7 +265,8 @@ def test_a_disk_that_fills_mid_run_keeps_the_last_good_checkpoint(capsys, tmp_pa
     assert not (tmp_path / "smoke" / ".checkpoint.tmp").exists()  # the half-written one is cleared away
 
 
-def test_ctrl_c_keeps_the_checkpoint_says_how_to_resume_and_exits_130(capsys, tmp_path, monkeypatch):
+def interrupt_the_second_update(monkeypatch):
+    """Ctrl-C arrives during the second PPO update (after one has been checkpointed)."""
     from course_utils.trainer import PPOTrainer
 
     real_update, calls = PPOTrainer.ppo_update, []
@@ -274,11 +278,29 @@ def test_ctrl_c_keeps_the_checkpoint_says_how_to_resume_and_exits_130(capsys, tm
         return real_update(self)
 
     monkeypatch.setattr(PPOTrainer, "ppo_update", interrupted_second)
+
+
+def test_ctrl_c_keeps_the_checkpoint_says_how_to_resume_and_exits_130(capsys, tmp_path, monkeypatch):
+    interrupt_the_second_update(monkeypatch)
     # --resume-or-start in an empty folder: nothing to resume, so the run starts.
     code, _, err = run_cli(capsys, *ppo(tmp_path, "total_updates=3", "eval_every=3", flags=("--resume-or-start",)))
     line = one_line_error(code, err, "interrupted after 1 update(s)", "update 1", "--resume", exit_code=130)
     assert f"--set output_dir={tmp_path}" in line  # the command to run again, ready to paste
     assert torch.load(tmp_path / "smoke" / "checkpoint" / "state.pt", weights_only=False)["update"] == 1
+
+
+def test_ctrl_c_in_a_notebook_also_names_the_kept_checkpoint(tmp_path, monkeypatch):
+    """``PPOTrainer.train`` called directly (a notebook cell, no command line around it): Ctrl-C
+    ends in ``safe_files.Interrupted`` (still a KeyboardInterrupt) naming the checkpoint kept."""
+    from course_utils.config import load_config
+    from course_utils.trainer import PPOTrainer
+
+    interrupt_the_second_update(monkeypatch)
+    trainer = PPOTrainer(load_config(SMOKE, output_dir=str(tmp_path), total_updates=3, eval_every=3), quiet=True)
+    with pytest.raises(KeyboardInterrupt) as caught:
+        trainer.train()
+    assert isinstance(caught.value, safe_files.Interrupted), type(caught.value)
+    assert re.search(r"checkpoint of update 1 is kept in .*--resume", str(caught.value)), str(caught.value)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -312,6 +334,24 @@ def test_overwrite_starts_afresh_and_removes_the_old_checkpoint(capsys, tmp_path
     assert code == 0, err[-2000:]
     assert torch.load(run / "checkpoint" / "state.pt", weights_only=False)["update"] == 1
     assert (run / "notes.txt").read_text() == "mine"  # only the run's own files are replaced
+
+
+def test_overwrite_removes_the_old_run_before_the_new_one_saves_anything(capsys, tmp_path, monkeypatch):
+    from course_utils.trainer import PPOTrainer
+
+    run = tmp_path / "smoke"
+    (run / "checkpoint").mkdir(parents=True)
+    (run / "checkpoint" / "state.pt").write_bytes(b"an old run's state")
+    (run / "notes.txt").write_text("mine")
+
+    def interrupted(self):  # Ctrl-C in the new run's first update, before its first checkpoint
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(PPOTrainer, "ppo_update", interrupted)
+    code, _, err = run_cli(capsys, *ppo(tmp_path, "total_updates=1", flags=("--overwrite",)))
+    one_line_error(code, err, "before the first checkpoint", "--overwrite", exit_code=130)
+    assert not (run / "checkpoint").exists()  # a later --resume cannot continue the old run in the new one's log
+    assert (run / "notes.txt").read_text() == "mine"
 
 
 # ---------------------------------------------------------------------------------------------

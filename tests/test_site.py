@@ -187,3 +187,22 @@ def check_page(browser, path: Path, has_maths: bool) -> list[str]:
     if has_maths and maths == 0:
         problems.append(f"{where}: no rendered maths (mjx-container)")
     return problems
+
+
+def test_cells_the_lessons_fold_stay_folded_on_the_site():
+    # nbconvert's own template ignores jupyter.source_hidden: a quiz key would be in plain view.
+    nb = {"cells": [{"cell_type": "code", "execution_count": 1, "id": "key", "outputs": [],
+                     "metadata": {"jupyter": {"source_hidden": True}}, "source": "ANSWER_KEY = 'b'"},
+                    {"cell_type": "code", "execution_count": 2, "id": "shown", "outputs": [],
+                     "metadata": {}, "source": "VISIBLE = 1"},
+                    {"cell_type": "code", "execution_count": 3, "id": "answers", "metadata": {"jupyter": {"outputs_hidden": True}},
+                     "source": "print(1)", "outputs": [{"output_type": "stream", "name": "stdout", "text": "SLIDER_ANSWER\n"}]}],
+          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+          "nbformat": 4, "nbformat_minor": 5}
+    for language, folded in (("en", site.FOLDED_EN), ("ko", site.FOLDED_KO)):
+        html = site.render(site.make_exporter(), nb, site.Page("lesson.html", "t", language=language))
+        details = html.split('<details class="site-folded">')
+        assert len(details) == 3, "the hidden source and the hidden output are each folded"
+        assert "ANSWER_KEY" in details[1].split("</details>")[0] and folded[0] in details[1]
+        assert "SLIDER_ANSWER" in details[2].split("</details>")[0] and folded[1] in details[2]
+        assert "VISIBLE" in details[1].split("</details>")[1]  # the plain cell is not folded

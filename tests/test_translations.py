@@ -3,8 +3,9 @@
 - every translated cell still translates the English cell it records (names the notebook and cells);
 - the drift check fails on a changed, a new or a removed English cell (on a copy in a temp folder);
 - notebooks/ko/*.ipynb are exactly the merge (nobody edits them by hand);
-- their code is the English code but for the quiz texts, their other outputs are the English ones;
-- their quizzes answer back in Korean, headless.
+- their code is the English code but for the quiz texts and ``lang="ko"`` on the quiz and exercise
+  calls, their other outputs are the English ones;
+- their quizzes and exercise checks answer back in Korean, headless, without English scaffolding.
 """
 
 from __future__ import annotations
@@ -56,8 +57,12 @@ def test_the_korean_notebook_is_the_merge(lesson):
 
 
 def blank_strings(source: str) -> str:
-    """The cell's code with every string literal replaced by one placeholder."""
+    """The cell's code with every string literal replaced by one placeholder (and no ``lang=``)."""
     class Blank(ast.NodeTransformer):
+        def visit_Call(self, node):
+            node.keywords = [k for k in node.keywords if k.arg != "lang"]
+            return self.generic_visit(node)
+
         def visit_Constant(self, node):
             return ast.Constant("S") if isinstance(node.value, str) else node
 
@@ -69,8 +74,8 @@ def blank_strings(source: str) -> str:
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lesson_id)
 def test_one_source_of_truth_for_code(lesson):
-    """Same cells, same ids; code cells identical except the quiz texts; outputs identical except the
-    re-rendered quizzes."""
+    """Same cells, same ids; code cells identical except the quiz texts and ``lang="ko"`` on the quiz
+    and exercise calls; outputs identical except the re-rendered quizzes and exercise messages."""
     english = nbformat.read(lesson.english, as_version=4)
     korean = nbformat.read(lesson.generated, as_version=4)
     assert [c.id for c in korean.cells] == [c.id for c in english.cells]
@@ -81,6 +86,9 @@ def test_one_source_of_truth_for_code(lesson):
         if tr.is_quiz_cell(en):
             assert blank_strings(ko.source) == blank_strings(en.source), f"{lesson.name} cell {en.id}: code changed"
             assert len(ko.outputs) == len(en.outputs)
+        elif tr.is_exercise_cell(en):
+            assert ko.source == tr.with_language(en.source, "ko"), f"{lesson.name} cell {en.id}: only lang= may differ"
+            assert [o.output_type for o in ko.outputs] == [o.output_type for o in en.outputs]
         else:
             assert ko.source == en.source, f"{lesson.name} cell {en.id}: only quiz cells may differ"
             assert ko.outputs == en.outputs, f"{lesson.name} cell {en.id}: outputs are the English notebook's"
@@ -156,6 +164,71 @@ def test_the_korean_quizzes_answer_back_in_korean(lesson):
             if output.output_type == "execute_result":
                 assert HANGUL.search(tr._text(output.data["text/plain"]).split("\n")[0]), where
     assert checked, f"{lesson.name}: no quiz questions found"
+
+
+ENGLISH_SCAFFOLDING = re.compile(r"Correct\.|Not quite|Try again|Answer in code|gives a hint|Question \d|No hint|"
+                                 r"Hint:|ticked|options? (is|are) wrong|Before you move on|\bdone\b")
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lesson_id)
+def test_a_korean_quiz_answered_headless_gives_no_english_scaffolding(lesson):
+    """Every fixed phrase around the translated texts is Korean: the verdicts (right and wrong
+    answers, first and second wrong tries of a MultiSelect, too low and too high), the hints, the
+    call to make in the rendered output, the checklist's title."""
+    english = {c.id: c for c in nbformat.read(lesson.english, as_version=4).cells}
+    seen = 0
+    for cell in nbformat.read(lesson.generated, as_version=4).cells:
+        if not tr.is_quiz_cell(cell):
+            continue
+        results = [o for o in english[cell.id].outputs if o.output_type == "execute_result"]
+        shown = tr.shown_values(english[cell.id].source, tr._text(results[0].data["text/plain"])) if results else {}
+        obj = tr.render_quiz(cell.source, shown, complete=False)
+        texts = [tr._text(o.data["text/plain"]) for o in cell.outputs if o.output_type == "execute_result"]
+        texts.append(obj.text())
+        for q in quiz_questions(obj):
+            assert q.lang == "ko", f"{lesson.name} cell {cell.id}: {q.question[:40]!r} is not lang='ko'"
+            if isinstance(q, quiz_module.MultiSelect):  # the first wrong try counts, the second names
+                wrong = sorted(set(q.options) - q.answers)[:1] or sorted(q.answers)[:1]
+                texts += [q.check(wrong).message, q.check(wrong).message, q.check(sorted(q.answers)).message]
+            elif isinstance(q, quiz_module.MultipleChoice):
+                texts += [q.check(label).message for label in q.options]
+            else:
+                texts += [q.check(q.answer).message, q.check(q.answer - 1e6).message, q.check(q.answer + 1e6).message]
+            texts.append(q.hint())
+            seen += 1
+        for text in texts:
+            match = ENGLISH_SCAFFOLDING.search(text)
+            assert not match, f"{lesson.name} cell {cell.id}: English {match.group()!r} in {text[:200]!r}"
+    assert seen
+
+
+@pytest.mark.parametrize("lesson", LESSONS[1:5], ids=lesson_id)
+def test_the_korean_exercise_cells_answer_in_korean(lesson):
+    """Weeks 2-5: the exercise checks and hints take lang="ko", and their stored outputs (the hint,
+    "not attempted yet") are the Korean ones."""
+    korean = nbformat.read(lesson.generated, as_version=4)
+    cells = [c for c in korean.cells if tr.is_exercise_cell(c)]
+    assert cells, f"{lesson.name}: no exercise cells"
+    for cell in cells:
+        assert 'lang="ko")' in cell.source, f"{lesson.name} cell {cell.id}"
+        for output in cell.outputs:
+            if output.output_type == "execute_result":
+                text = tr._text(output.data["text/plain"])
+                assert HANGUL.search(text.split("\n")[0]), f"{lesson.name} cell {cell.id}: {text[:80]!r}"
+                assert "Mistakes that" not in text and "not attempted" not in text
+
+
+def test_with_language_adds_lang_to_the_outer_calls_only():
+    source = ('quiz = Quiz("t", [\n    MultipleChoice("q?", {"a": "x", "b": "y"}, answer="a"),\n])\n'
+              'checklist(["a b"],)  # done\nexercises.hint("masked_mean")\nexercises.check("masked_mean", f)\n'
+              'exercises.show_solution("masked_mean")\nprint(len("x"))\n')
+    out = tr.with_language(source, "ko")
+    assert out == ('quiz = Quiz("t", [\n    MultipleChoice("q?", {"a": "x", "b": "y"}, answer="a"),\n], lang="ko")\n'
+                   'checklist(["a b"], lang="ko",)  # done\nexercises.hint("masked_mean", lang="ko")\n'
+                   'exercises.check("masked_mean", f, lang="ko")\nexercises.show_solution("masked_mean")\n'
+                   'print(len("x"))\n')
+    assert tr.with_language(out, "ko") == out and tr.with_language(source, "en") == source
+    assert tr.with_language("checklist(\n    [\"a\"]  # a, b\n)\n", "ko") == "checklist(\n    [\"a\"], lang=\"ko\"  # a, b\n)\n"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -159,15 +159,17 @@ def verdict(point: Mapping) -> str:
 
 def plot_coverage(points: Sequence[Mapping], highlight: int | None = None) -> Figure:
     """SFT and PPO against the share of task families with demonstrations: the measured points
-    only (mean ± standard error, dots per seed), joined by thin lines to guide the eye."""
+    only (mean ± standard error, dots per seed), joined by dotted lines that say nothing was
+    measured in between."""
     fig = Figure(figsize=(6.5, 3.8))
     ax = fig.subplots()
     xs = [p["coverage"] for p in points]
     for name, colour, offset in (("sft", "C1", -1.2), ("ppo", "C0", 1.2)):
         means = [mean_se(p[name]) for p in points]
-        ax.errorbar(np.add(xs, offset), [m for m, _ in means], yerr=[s for _, s in means], fmt="o-", color=colour,
-                    capsize=3, lw=1, label={"sft": "SFT on the demonstrations that exist",
-                                            "ppo": "(warm-up +) PPO on the checker"}[name])
+        ax.errorbar(np.add(xs, offset), [m for m, _ in means], yerr=[s for _, s in means], fmt="o", color=colour,
+                    capsize=3, label={"sft": "SFT on the demonstrations that exist",
+                                      "ppo": "(warm-up +) PPO on the checker"}[name])
+        ax.plot(np.add(xs, offset), [m for m, _ in means], ":", color=colour, lw=0.8)
         for x, p in zip(xs, points):
             ax.plot(np.full(len(p[name]), x + offset), p[name], ".", color=colour, alpha=0.5)
     filtered = [p for p in points if "sft_filtered" in p]
@@ -179,6 +181,8 @@ def plot_coverage(points: Sequence[Mapping], highlight: int | None = None) -> Fi
         ax.axvspan(highlight - 4, highlight + 4, color="0.85", zorder=0)
     ax.set(xlabel="task families that have demonstrations, %", ylabel="strict held-out pass rate, %",
            xticks=xs, ylim=(0, 100), title="who wins depends on what the demonstrations cover")
+    ax.text(0.99, 0.02, "dotted: joins measured points (nothing measured between)", transform=ax.transAxes,
+            ha="right", fontsize=7, color="0.4")
     ax.legend(fontsize=8, loc="upper left")
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -208,11 +212,22 @@ NOISY_ARM_LABELS = {
 }
 
 
-def noise_levels(design: Mapping, held_out: str = "test") -> dict[str, dict[float, list[float]]]:
+# Noise 0 is the pipeline's own protocol with perfect demonstrations (rlhf_learning.json's arms).
+# There the checker filters nothing out and no prompt lacks a passing demonstration, so filtered
+# SFT is SFT on all 400 demonstrations: the pipeline's sft_full arm stands for both.
+CLEAN_ARMS = {"sft_full": "sft_full", "sft_filtered": "sft_full", "sft_ppo_checker": "sft_ppo_checker",
+              "sft_warm_up": "sft"}
+
+
+def noise_levels(design: Mapping, held_out: str = "test",
+                 clean_arms: Mapping | None = None) -> dict[str, dict[float, list[float]]]:
     """Design (f)'s arms regrouped by kind: ``{kind: {noise rate: [pass rate per seed]}}``, read
     from ``design["arms"]["<kind>@<rate>"][held_out]`` (rates sorted; an arm measured at one rate
-    only is a single point)."""
+    only is a single point). ``clean_arms`` (the pipeline's ``arms``) adds rate 0 (``CLEAN_ARMS``)."""
     out: dict[str, dict[float, list[float]]] = {}
+    for kind, arm in CLEAN_ARMS.items():
+        if clean_arms and held_out in clean_arms.get(arm, {}):
+            out.setdefault(kind, {})[0.0] = list(clean_arms[arm][held_out])
     for name, sets in design["arms"].items():
         kind, rate = name.rsplit("@", 1)
         if held_out in sets:
@@ -222,7 +237,7 @@ def noise_levels(design: Mapping, held_out: str = "test") -> dict[str, dict[floa
 
 def plot_noise_crossover(levels: Mapping[str, Mapping[float, Sequence[float]]], held_out: str = "test") -> Figure:
     """Each arm of design (f) against the share of noisy demonstrations: mean ± standard error per
-    measured rate (dots: seeds), thin lines joining the rates of one arm. Where PPO's line crosses
+    measured rate (dots: seeds), dotted lines joining the rates of one arm. Where PPO's line crosses
     above the best SFT line is the noise level at which RL starts to pay."""
     fig = Figure(figsize=(6.5, 3.8))
     ax = fig.subplots()
@@ -232,16 +247,18 @@ def plot_noise_crossover(levels: Mapping[str, Mapping[float, Sequence[float]]], 
         rates = list(levels[kind])
         offset = -width / 2 + 0.012 * i  # side by side, so error bars at one rate do not hide each other
         means = [mean_se(levels[kind][r]) for r in rates]
-        style = "s--" if kind == "sft_warm_up" else "o-"
-        ax.errorbar(np.add(rates, offset), [m for m, _ in means], yerr=[s for _, s in means], fmt=style,
-                    color=f"C{list(NOISY_ARM_LABELS).index(kind)}", capsize=3, lw=1, label=NOISY_ARM_LABELS[kind])
+        colour = f"C{list(NOISY_ARM_LABELS).index(kind)}"
+        ax.errorbar(np.add(rates, offset), [m for m, _ in means], yerr=[s for _, s in means],
+                    fmt="s" if kind == "sft_warm_up" else "o", color=colour, capsize=3, label=NOISY_ARM_LABELS[kind])
+        ax.plot(np.add(rates, offset), [m for m, _ in means], ":", color=colour, lw=0.8)
         for r in rates:
-            ax.plot(np.full(len(levels[kind][r]), r + offset), levels[kind][r], ".",
-                    color=f"C{list(NOISY_ARM_LABELS).index(kind)}", alpha=0.5)
+            ax.plot(np.full(len(levels[kind][r]), r + offset), levels[kind][r], ".", color=colour, alpha=0.5)
     every_rate = sorted({r for kind in kinds for r in levels[kind]})
     ax.set(xlabel="share of demonstrations that are a labeler's mistake", ylabel=f"strict pass rate on {held_out}, %",
            xticks=every_rate, ylim=(0, 100), title="design (f): the noisy teacher (mean ± SE; dots: seeds)")
     ax.legend(fontsize=7, loc="upper right")
+    ax.text(0.01, 0.02, "dotted: joins measured rates (nothing measured between)", transform=ax.transAxes,
+            fontsize=7, color="0.4")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig

@@ -14,7 +14,12 @@ In a notebook::
     exercises.check("masked_mean", masked_mean)   # passed, or the first difference and a hint
 
 Also: ``hint(name)``, ``show_solution(name)`` (the library's own source) and ``EXERCISES`` (the names in
-lesson order, each with its week). A function that still raises ``NotImplementedError`` is reported
+lesson order, each with its week).
+
+Language: ``check(name, fn, lang="ko")`` and ``hint(name, lang="ko")`` give the verdict, the diagnosis,
+the hints and the cases' names in Korean (``LANGUAGES``; English is the default). The Korean texts
+are in ``exercises_ko.py``, keyed by the English ones; the Korean lessons get ``lang="ko"`` from the
+translation merge (``machinery/translations.py``). Code, identifiers and numbers stay as they are. A function that still raises ``NotImplementedError`` is reported
 as "not attempted yet"; an error inside your function is reported, never raised.
 
 The library is the reference: nothing in this file computes a correct formula. The functions named
@@ -24,6 +29,7 @@ The library is the reference: nothing in this file computes a correct formula. T
 from __future__ import annotations
 
 import ast
+import contextvars
 import importlib
 import inspect
 import math
@@ -39,7 +45,37 @@ import torch
 
 from course_utils import ppo_math
 
-__all__ = ["EXERCISES", "CheckResult", "DisplayText", "DisplaySource", "check", "hint", "show_solution", "stub"]
+__all__ = ["EXERCISES", "LANGUAGES", "CheckResult", "DisplayText", "DisplaySource", "check", "hint", "show_solution",
+           "stub"]
+
+LANGUAGES = ("en", "ko")
+"""The languages of check()'s and hint()'s messages (``lang=``)."""
+
+_LANG: contextvars.ContextVar[str] = contextvars.ContextVar("exercises_lang", default="en")
+"""The language of the message being built (set by check() and hint() for the length of the call)."""
+
+
+def _say(key: str, **values: Any) -> str:
+    """The fixed phrase ``key`` of a message, in the language of the current call."""
+    from course_utils.lesson_aids.exercises_ko import PHRASES
+
+    return PHRASES[_LANG.get()][key].format(**values)
+
+
+def _tr(text: str) -> str:
+    """``text`` (a hint, a case's name or note, written in English) in the language of the current
+    call; English when it has no translation."""
+    if _LANG.get() == "en" or not text:
+        return text
+    from course_utils.lesson_aids.exercises_ko import KOREAN
+
+    return KOREAN.get(text, text)
+
+
+def _in_language(lang: str):
+    if lang not in LANGUAGES:
+        raise ValueError(f"lang must be one of {LANGUAGES}, got {lang!r}")
+    return _LANG.set(lang)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -101,16 +137,23 @@ class DisplaySource(DisplayText):
 # ---------------------------------------------------------------------------------------------
 
 
-def check(name: str, fn: Callable[..., Any]) -> CheckResult:
+def check(name: str, fn: Callable[..., Any], lang: str = "en") -> CheckResult:
     """Run your ``fn`` and the library's ``name`` on every case of the exercise and compare.
 
     Never raises because of your code (errors inside ``fn`` are reported in the message); raises
-    ``ValueError`` only for an unknown ``name``.
+    ``ValueError`` only for an unknown ``name`` or ``lang``. ``lang``: the message's language.
     """
+    token = _in_language(lang)
+    try:
+        return _check(name, fn)
+    finally:
+        _LANG.reset(token)
+
+
+def _check(name: str, fn: Callable[..., Any]) -> CheckResult:
     exercise = _exercise(name)
     if not callable(fn):
-        return CheckResult(name, False, f"failed: check({name!r}, ...) needs your function itself "
-                                        f"(check({name!r}, {name})), got a {type(fn).__name__}.")
+        return CheckResult(name, False, _say("not_callable", name=name, kind=type(fn).__name__))
     cases = exercise.cases()
     failures: list[_Failure] = []
     for position, case in enumerate(cases):
@@ -120,21 +163,25 @@ def check(name: str, fn: Callable[..., Any]) -> CheckResult:
         if failure is not None:
             failures.append(failure)
     if not failures:
-        names = "; ".join(case.name for case in cases)
-        return CheckResult(name, True, f"passed: {name} matches {exercise.qualname} on all {len(cases)} "
-                                       f"cases ({names}).")
+        names = "; ".join(_tr(case.name) for case in cases)
+        return CheckResult(name, True, _say("passed", name=name, qualname=exercise.qualname, n=len(cases),
+                                            names=names))
     return CheckResult(name, False, _failure_message(exercise, failures, len(cases)))
 
 
-def hint(name: str) -> DisplayText:
-    """A nudge for exercise ``name``, and the mistakes that ``check`` recognises."""
+def hint(name: str, lang: str = "en") -> DisplayText:
+    """A nudge for exercise ``name``, and the mistakes that ``check`` recognises (in ``lang``)."""
     exercise = _exercise(name)
-    seen: list[str] = []
-    for mistake in exercise.mistakes:
-        if mistake.hint not in seen:
-            seen.append(mistake.hint)
-    watch = "\n".join(f"- {text}" for text in seen)
-    return DisplayText(f"{exercise.hint}\n\nMistakes that check() recognises:\n{watch}")
+    token = _in_language(lang)
+    try:
+        seen: list[str] = []
+        for mistake in exercise.mistakes:
+            if _tr(mistake.hint) not in seen:
+                seen.append(_tr(mistake.hint))
+        watch = "\n".join(f"- {text}" for text in seen)
+        return DisplayText(f"{_tr(exercise.hint)}\n\n{_say('mistakes_heading')}\n{watch}")
+    finally:
+        _LANG.reset(token)
 
 
 def show_solution(name: str) -> DisplaySource:
@@ -282,7 +329,7 @@ def _run_case(exercise: _Exercise, case: _Case, fn: Callable) -> _Failure | None
                       or _compare_outputs(exercise, expected, actual)
                       or _compare_gradients(exercise, expected, ref_input, actual, grad_input))
     except Exception as exc:  # a result so unusual that comparing it failed: report, don't raise
-        difference = _Difference("type", [f"your result could not be compared ({type(exc).__name__}: {exc})"])
+        difference = _Difference("type", [_say("not_compared", error=f"{type(exc).__name__}: {exc}")])
     if difference is None:
         return None
     _say_which_position(exercise, case, difference)
@@ -299,12 +346,12 @@ def _say_which_position(exercise: _Exercise, case: _Case, difference: _Differenc
         return
     row, col = difference.index
     if not bool(mask[row, col]):
-        what = "padding (mask is 0 there)"
+        what = _say("padding_position")
     elif col == int(ppo_math.last_token_index(mask.bool())[row]):
-        what = f"the last real token of row {row}"
+        what = _say("last_real_token", row=row)
     else:
-        what = f"a real token of row {row}"
-    difference.lines.append(f"position {difference.index} is {what}")
+        what = _say("real_token", row=row)
+    difference.lines.append(_say("position_is", index=difference.index, what=what))
 
 
 def _call(fn: Callable, exercise: _Exercise, case: _Case) -> tuple[Any, torch.Tensor | None]:
@@ -338,7 +385,7 @@ def _changed_inputs(exercise: _Exercise, args: list, kwargs: dict, before_args: 
     pairs = [*zip(names, args, before_args), *((k, kwargs[k], before_kwargs[k]) for k in kwargs)]
     for name, after, before in pairs:
         if torch.is_tensor(after) and not torch.equal(after.detach(), before):
-            return _Difference("inplace", [f"your function changed its input `{name}` in place"], hint=_HINT_IN_PLACE)
+            return _Difference("inplace", [_say("in_place", name=name)], hint=_HINT_IN_PLACE)
     return None
 
 
@@ -357,15 +404,15 @@ def _tolerance(dtype: torch.dtype, loose: bool = False) -> tuple[float, float]:
 
 def _compare_outputs(exercise: _Exercise, expected: Any, actual: Any) -> _Difference | None:
     if not exercise.outputs:
-        return _compare_tensor(expected, actual, "the result")
+        return _compare_tensor(expected, actual, _say("the_result"))
     n = len(exercise.outputs)
-    wanted = f"a tuple of {n} tensors ({', '.join(exercise.outputs)})"
+    wanted = _say("tuple_of", n=n, names=", ".join(exercise.outputs))
     if not isinstance(actual, (tuple, list)):
-        return _Difference("structure", [f"your function returned {_kind_of(actual)}, expected {wanted}"])
+        return _Difference("structure", [_say("returned_kind", kind=_kind_of(actual), wanted=wanted)])
     if len(actual) != n:
-        return _Difference("structure", [f"your function returned {len(actual)} values, expected {wanted}"])
+        return _Difference("structure", [_say("returned_count", n=len(actual), wanted=wanted)])
     for k, (e, a) in enumerate(zip(expected, actual)):
-        difference = _compare_tensor(e, a, f"output {k} ({exercise.outputs[k]})", k in exercise.any_dtype)
+        difference = _compare_tensor(e, a, _say("output_k", k=k, name=exercise.outputs[k]), k in exercise.any_dtype)
         if difference is not None:
             difference.element = k
             return difference
@@ -374,18 +421,16 @@ def _compare_outputs(exercise: _Exercise, expected: Any, actual: Any) -> _Differ
 
 def _compare_tensor(expected: torch.Tensor, actual: Any, what: str, any_dtype: bool = False) -> _Difference | None:
     if actual is None:
-        return _Difference("type", [f"{what} is None"], hint="Is a `return` missing at the end of your function?")
+        return _Difference("type", [_say("is_none", what=what)], hint=_say("hint_return"))
     if not torch.is_tensor(actual):
-        return _Difference("type", [f"{what} is {_kind_of(actual)}, expected a torch.Tensor"],
-                           hint="Build the result with torch operations (torch.as_tensor wraps a number or a list).")
+        return _Difference("type", [_say("not_tensor", what=what, kind=_kind_of(actual))], hint=_say("hint_tensor"))
     if actual.shape != expected.shape:
-        scalar = " (a 0-dim tensor: one number)" if expected.dim() == 0 else ""
-        return _Difference("shape", [f"{what} has shape {_shape(actual)}, expected {_shape(expected)}{scalar}"])
+        scalar = _say("zero_dim") if expected.dim() == 0 else ""
+        return _Difference("shape", [_say("wrong_shape", what=what, got=_shape(actual), expected=_shape(expected),
+                                          scalar=scalar)])
     if not any_dtype and not _same_dtype(expected.dtype, actual.dtype):
-        return _Difference("dtype", [f"{what} has dtype {_dtype(actual)}, expected {_dtype(expected)}"],
-                           hint=f"Return the same dtype as the library (here {_dtype(expected)}): finish "
-                                f"with .to({expected.dtype}), or compute in the inputs' dtype (.float() "
-                                f"gives float32).")
+        return _Difference("dtype", [_say("wrong_dtype", what=what, got=_dtype(actual), expected=_dtype(expected))],
+                           hint=_say("hint_dtype", expected=_dtype(expected), full=expected.dtype))
     return _first_difference(expected, actual, what)
 
 
@@ -403,11 +448,11 @@ def _first_difference(expected: torch.Tensor, actual: torch.Tensor, what: str) -
     if bool(close.all()):
         return None
     index = tuple(int(i) for i in (~close).nonzero()[0])
-    where = f"at index {index}" if index else "(a single number)"
     count = int((~close).sum())
-    tail = f" ({count} of {close.numel()} entries differ)" if close.numel() > 1 else ""
-    return _Difference("value", [f"{what} differs {where}: expected {_number(e[index])}, "
-                                 f"got {_number(a[index])}{tail}"], index=index)
+    tail = _say("entries_differ", count=count, n=close.numel()) if close.numel() > 1 else ""
+    key = "differs_at" if index else "differs_scalar"
+    return _Difference("value", [_say(key, what=what, index=index, expected=_number(e[index]),
+                                      got=_number(a[index]), tail=tail)], index=index)
 
 
 def _compare_gradients(exercise: _Exercise, expected: Any, ref_input: torch.Tensor | None, actual: Any,
@@ -415,10 +460,10 @@ def _compare_gradients(exercise: _Exercise, expected: Any, ref_input: torch.Tens
     """For a loss: does its gradient reach the input, and is it the library's gradient?"""
     if exercise.grad_param is None or ref_input is None or grad_input is None:
         return None
-    loss, what = actual[0], f"the gradient of {exercise.outputs[0]} with respect to {exercise.grad_param}"
+    loss, what = actual[0], _say("gradient_of", output=exercise.outputs[0], param=exercise.grad_param)
     if not loss.requires_grad:
-        return _Difference("grad", [f"{exercise.outputs[0]} carries no gradient: loss.backward() would not "
-                                    f"reach {exercise.grad_param}"], element=0, hint=_HINT_DETACHED)
+        return _Difference("grad", [_say("no_gradient", output=exercise.outputs[0], param=exercise.grad_param)],
+                           element=0, hint=_HINT_DETACHED)
     (mine,) = torch.autograd.grad(loss, grad_input, allow_unused=True)
     (library,) = torch.autograd.grad(expected[0], ref_input)
     if mine is None:
@@ -512,23 +557,21 @@ def _pattern_hints(mine: Any, target: torch.Tensor, real: torch.Tensor | None, t
 
 
 def _not_attempted_message(exercise: _Exercise) -> str:
-    return (f"not attempted yet: your {exercise.name} still raises NotImplementedError. Replace "
-            f"`raise NotImplementedError` with your code (the docstring has the formula; "
-            f"exercises.hint({exercise.name!r}) gives a nudge), then run this check again.")
+    return _say("not_attempted", name=exercise.name, quoted=repr(exercise.name))
 
 
 def _failure_message(exercise: _Exercise, failures: list[_Failure], n_cases: int) -> str:
     first = failures[0]
-    lines = [f"failed: your {exercise.name} differs from {exercise.qualname} on {len(failures)} of {n_cases} cases.",
-             "", f'Case "{first.case.name}": {first.call}']
+    lines = [_say("failed", name=exercise.name, qualname=exercise.qualname, k=len(failures), n=n_cases),
+             "", _say("case_line", case=_tr(first.case.name), call=first.call)]
     lines += [f"  {line}" for line in first.difference.lines]
     if first.case.note:
-        lines.append(f"  This case: {first.case.note}")
+        lines.append(_say("this_case", note=_tr(first.case.note)))
     lines += _hint_lines(exercise, failures)
-    others = [f'"{f.case.name}"' for f in failures[1:]]
+    others = [f'"{_tr(f.case.name)}"' for f in failures[1:]]
     if others:
-        shown = ", ".join(others[:6]) + (f" and {len(others) - 6} more" if len(others) > 6 else "")
-        lines.append(f"Also failing: {shown}.")
+        shown = ", ".join(others[:6]) + (_say("and_more", n=len(others) - 6) if len(others) > 6 else "")
+        lines.append(_say("also_failing", shown=shown))
     return "\n".join(lines)
 
 
@@ -536,25 +579,24 @@ def _hint_lines(exercise: _Exercise, failures: list[_Failure]) -> list[str]:
     # What the first failure itself says (a dtype, an error, garbage on the padding) comes first; then
     # the known mistake that reproduces the learner's output on the most failing cases (a tie goes to
     # the one listed first: on one case two mistakes can give the same numbers, rarely on all of them).
-    hints = list(failures[0].hints)
+    hints = [_tr(text) for text in failures[0].hints]
     counts = Counter(i for failure in failures for i in failure.matches)
     if counts:
         best = min(counts, key=lambda i: (-counts[i], i))
         source = next(failure for failure in failures if best in failure.matches)
-        hints.append(f"{exercise.mistakes[best].hint} (Your output on \"{source.case.name}\" is exactly "
-                     "what this mistake gives.)")
-        hints += [_HINT_PADDING] if source.real_tokens_only else []
-    hints = list(dict.fromkeys(hints)) or [exercise.hint]  # each hint once, in order
-    return [f"Hint: {hints[0]}"] + [f"Also: {text}" for text in hints[1:]]
+        hints.append(_say("exactly_this_mistake", hint=_tr(exercise.mistakes[best].hint), case=_tr(source.case.name)))
+        hints += [_tr(_HINT_PADDING)] if source.real_tokens_only else []
+    hints = list(dict.fromkeys(hints)) or [_tr(exercise.hint)]  # each hint once, in order
+    return [_say("hint_line", hint=hints[0])] + [_say("also_line", hint=text) for text in hints[1:]]
 
 
 def _error_difference(exercise: _Exercise, exc: Exception, fn: Callable) -> _Difference:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     text = text if len(text) <= 300 else text[:297] + "..."
-    lines = [f"your function raised {type(exc).__name__}" + (f": {text}" if text else "")]
+    lines = [_say("raised", error=type(exc).__name__) + (f": {text}" if text else "")]
     where = _where_in_learner_code(exc, fn)
     if where:
-        lines.append(f"at {where}")
+        lines.append(_say("at", where=where))
     return _Difference("error", lines, hint=_exception_hint(exercise, exc))
 
 
@@ -570,17 +612,17 @@ def _where_in_learner_code(exc: BaseException, fn: Callable) -> str:
         return ""
     frame = theirs[-1]
     line = (frame.line or "").strip()
-    return f"line {frame.lineno} of {frame.name}" + (f": {line}" if line else "")
+    return _say("line_of", line=frame.lineno, function=frame.name) + (f": {line}" if line else "")
 
 
 def _exception_hint(exercise: _Exercise, exc: Exception) -> str:
     text = f"{type(exc).__name__}: {exc}"
     if isinstance(exc, NotImplementedError):
-        return "A part of your function is not written yet (it raises NotImplementedError on this case)."
+        return _say("part_not_written")
     for pattern, advice in _EXCEPTION_HINTS:
         if pattern in text:
-            return advice.format(signature=_signature_text(exercise))
-    return exercise.hint
+            return _tr(advice).format(signature=_signature_text(exercise))
+    return _tr(exercise.hint)
 
 
 def _signature_text(exercise: _Exercise) -> str:
@@ -602,7 +644,7 @@ def _describe_value(name: str, value: Any) -> str:
     head = f"[{', '.join(map(str, value.shape))}] {_dtype(value)}"
     if name == "mask" and value.dim() == 2:
         counts = ", ".join(str(int(c)) for c in value.bool().sum(-1))
-        return f"<{head} mask, real tokens per row: {counts}>"
+        return _say("mask_value", head=head, counts=counts)
     if not value.is_floating_point() and value.numel() <= 40:
         return f"tensor({value.tolist()})"  # token ids: small enough to read in full
     if value.numel() <= 6:
@@ -617,7 +659,7 @@ def _kind_of(value: Any) -> str:
     if value is None:
         return "None"
     module = type(value).__module__.split(".")[0]
-    return f"a {type(value).__name__}" if module == "builtins" else f"a {module}.{type(value).__name__}"
+    return _say("a_kind", kind=type(value).__name__ if module == "builtins" else f"{module}.{type(value).__name__}")
 
 
 def _shape(t: torch.Tensor) -> str:

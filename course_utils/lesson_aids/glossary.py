@@ -80,6 +80,11 @@ GLOSSARY: dict[str, str] = {
     "proxy reward": "대리 보상 (proxy reward: 학습된 보상 모델의 점수)",
     "gold reward": "기준 보상 (gold reward: 실제로 원하는 평가)",
     "target KL": "목표 KL (target KL: 업데이트의 에폭을 일찍 멈추는 기준)",
+    "rejection sampling": "거부 샘플링 (rejection sampling)",
+    "filtered SFT": "필터링된 SFT (filtered SFT)",
+    "RLOO": "RLOO (leave-one-out 기준선)",
+    "GRPO": "GRPO (그룹 상대 정책 최적화)",
+    "DPO": "DPO (직접 선호 최적화)",
 }
 
 MEANINGS: dict[str, str] = {
@@ -150,6 +155,11 @@ MEANINGS: dict[str, str] = {
     "proxy reward": "the reward PPO actually maximises, e.g. a learned reward model's score",
     "gold reward": "the measure we really care about, here the task checker standing in for human judgement",
     "target KL": "the approximate KL to π_old past which an update's remaining steps are skipped (Spinning Up: 1.5 x target_kl)",
+    "rejection sampling": "sample several answers, keep only those a checker (or reward threshold) accepts; RAFT trains on the kept ones",
+    "filtered SFT": "SFT on the demonstrations, or the model's own samples, that pass the checker: the strongest non-RL control",
+    "RLOO": "REINFORCE leave-one-out: k answers per prompt, each answer's baseline is the mean score of the other k - 1",
+    "GRPO": "group relative policy optimisation: PPO's clipped objective with the group's mean and std as baseline, no value head",
+    "DPO": "direct preference optimisation: a closed-form loss on preference pairs, no reward model and no sampling",
 }
 
 

@@ -11,6 +11,13 @@ Three question kinds share one interface:
 
 ``q.check(response)`` returns a ``Feedback(correct, message)``; ``q.hint()`` returns the hint.
 
+Language. The texts a quiz is written with (question, options, feedback, hints) are the author's;
+the fixed phrases around them ("Correct.", "Not quite", the call to make, the Check and Hint
+buttons, the checklist's progress line, the input errors) come in the language ``lang`` names:
+``"en"`` (the default) or ``"ko"`` (``LANGUAGES``). ``Quiz(..., lang="ko")`` and
+``checklist(..., lang="ko")`` set it for everything they show; the Korean lessons get it from the
+translation merge (``machinery/translations.py``), which adds ``lang="ko"`` to their quiz calls.
+
 Option order. Authors write the options in any order (the key is often "a"); the learner sees them
 in a stable shuffle seeded by the question text (``display_order``), so where the correct option
 sits is fixed for a question but cannot be guessed from habit. The displayed letters are the
@@ -52,6 +59,123 @@ from dataclasses import dataclass
 
 class QuizInputError(ValueError, TypeError):
     """A response of the wrong kind (a ValueError and a TypeError, so either ``except`` works)."""
+
+
+LANGUAGES = ("en", "ko")
+"""The languages of the fixed phrases (``lang=``)."""
+
+# The fixed phrases, by language: every text a quiz shows that its author did not write.
+PHRASES: dict[str, dict[str, str]] = {
+    "en": {
+        "correct": "Correct.",
+        "correct_number": "Correct: {answer}.",
+        "not_quite": "Not quite.",
+        "not_quite_number": "Not quite: {x}.",
+        "too_low": "Not quite: {x} is too low.",
+        "too_high": "Not quite: {x} is too high.",
+        "try_again": "Try again.",
+        "try_again_hint": "Try again; quiz.hint() gives a hint.",
+        "no_hint": "No hint for this question.",
+        "hint_prefix": "Hint: {hint}",
+        "check_button": "Check",
+        "hint_button": "Hint",
+        "pick_first": "Pick an option first.",
+        "got": "got {response} ({kind}): {usage}",
+        "not_an_option": "{response} is not an option: {usage}",
+        "usage_one": "pass one of {labels} as a string, e.g. quiz.check({first})",
+        "usage_many": "pass a list of labels from {labels}, e.g. quiz.check(['a', 'c']) or quiz.check('a, c')",
+        "answer_in_code": "Answer in code: {usage}; quiz.hint() gives a hint.",
+        "answer_number": "Answer in code: quiz.check({number}); quiz.hint() gives a hint.",
+        "a_number": "<a number>",
+        "a_number_in": "<a number in {units}>",
+        "placeholder": "type a number",
+        "placeholder_in": "a number in {units}",
+        "wrong_count_one": "1 option is wrong",
+        "wrong_count_many": "{n} options are wrong",
+        "first_wrong_try": "Not quite: {count} (ticked but false, or true but left unticked). Look at each option "
+                           "again; a second try, or a hint, names them.",
+        "named_wrong_try": "Not quite: {count}:",
+        "ticked_but_false": "ticked, but false",
+        "true_not_ticked": "true, but not ticked",
+        "usage_number": "answer with one number, e.g. quiz.check(0.6) or quiz.check('0.6')",
+        "usage_number_in": "answer with one number, e.g. quiz.check(0.6) or quiz.check('0.6'), in {units}",
+        "array_shape": "got an array of shape {shape}: {usage}",
+        "wrong_unit": "{response} is in {unit}, but the question asks for {units}: convert it, then {usage}",
+        "not_a_number": "{response} is not a number: {usage}",
+        "not_finite": "got {value}, which is not a finite number: {usage}",
+        "unit_slip": "That looks like the answer in {other}; the question asks for {units}.",
+        "score": "{correct} of {total} correct ({left} not answered yet)",
+        "responses_count": "got {got} responses for {total} questions: pass one response per question, in order",
+        "question_heading": "Question {number} (quiz[{index}]): ",
+        "checklist_title": "Before you move on",
+        "checklist_progress": "{done} of {total} done",
+        "checklist_done": ": well done!",
+    },
+    "ko": {
+        "correct": "정답입니다.",
+        "correct_number": "정답입니다: {answer}.",
+        "not_quite": "아쉽지만 틀렸습니다.",
+        "not_quite_number": "아쉽지만 틀렸습니다: {x}.",
+        "too_low": "아쉽지만 틀렸습니다: {x}은(는) 정답보다 작습니다.",
+        "too_high": "아쉽지만 틀렸습니다: {x}은(는) 정답보다 큽니다.",
+        "try_again": "다시 풀어 보세요.",
+        "try_again_hint": "다시 풀어 보세요. quiz.hint()로 힌트를 볼 수 있습니다.",
+        "no_hint": "이 문제에는 힌트가 없습니다.",
+        "hint_prefix": "힌트: {hint}",
+        "check_button": "확인",
+        "hint_button": "힌트",
+        "pick_first": "먼저 보기를 하나 고르세요.",
+        "got": "{response}({kind})는 답으로 받을 수 없습니다. {usage}",
+        "not_an_option": "{response}은(는) 보기에 없습니다. {usage}",
+        "usage_one": "{labels} 중 하나를 문자열로 넘기세요. 예: quiz.check({first})",
+        "usage_many": "{labels} 중에서 고른 기호를 리스트로 넘기세요. 예: quiz.check(['a', 'c']) 또는 quiz.check('a, c')",
+        "answer_in_code": "코드로 답하기: {usage}. quiz.hint()로 힌트를 볼 수 있습니다.",
+        "answer_number": "코드로 답하기: quiz.check({number}). quiz.hint()로 힌트를 볼 수 있습니다.",
+        "a_number": "<숫자>",
+        "a_number_in": "<{units} 단위의 숫자>",
+        "placeholder": "숫자를 입력하세요",
+        "placeholder_in": "{units} 단위의 숫자",
+        "wrong_count_one": "보기 1개를 잘못 판단했습니다",
+        "wrong_count_many": "보기 {n}개를 잘못 판단했습니다",
+        "first_wrong_try": "아쉽지만 틀렸습니다. {count}(틀린 보기를 골랐거나, 맞는 보기를 고르지 않았습니다). "
+                           "보기를 하나씩 다시 읽어 보세요. 한 번 더 틀리거나 힌트를 보면 어느 보기인지 알려 드립니다.",
+        "named_wrong_try": "아쉽지만 틀렸습니다. {count}:",
+        "ticked_but_false": "골랐지만 틀린 보기입니다",
+        "true_not_ticked": "맞는 보기인데 고르지 않았습니다",
+        "usage_number": "숫자 하나로 답하세요. 예: quiz.check(0.6) 또는 quiz.check('0.6')",
+        "usage_number_in": "{units} 단위의 숫자 하나로 답하세요. 예: quiz.check(0.6) 또는 quiz.check('0.6')",
+        "array_shape": "모양이 {shape}인 배열은 답으로 받을 수 없습니다. {usage}",
+        "wrong_unit": "{response}은(는) {unit} 단위인데, 문제는 {units} 단위로 묻습니다. 단위를 바꾼 뒤 다시 답하세요. {usage}",
+        "not_a_number": "{response}은(는) 숫자가 아닙니다. {usage}",
+        "not_finite": "{value}은(는) 유한한 수가 아닙니다. {usage}",
+        "unit_slip": "{other} 단위로 쓴 답으로 보입니다. 문제는 {units} 단위로 묻습니다.",
+        "score": "{total}문제 중 {correct}문제 정답 (아직 답하지 않은 문제 {left}개)",
+        "responses_count": "문제는 {total}개인데 답은 {got}개입니다. 문제마다 답을 하나씩, 순서대로 넘기세요",
+        "question_heading": "문제 {number} (quiz[{index}]): ",
+        "checklist_title": "넘어가기 전에",
+        "checklist_progress": "{total}개 중 {done}개 완료",
+        "checklist_done": " — 잘했습니다!",
+    },
+}
+
+# What the unit slips of ``UNIT_SLIPS`` are called, in the languages other than English.
+UNIT_NAMES: dict[str, dict[str, str]] = {
+    "ko": {"MiB (2^20 bytes)": "MiB(2^20바이트)", "bytes": "바이트", "MB (10^6 bytes)": "MB(10^6바이트)",
+           "GiB (2^30 bytes)": "GiB(2^30바이트)", "GB (10^9 bytes)": "GB(10^9바이트)",
+           "a fraction between 0 and 1": "0과 1 사이의 비율"},
+}
+
+
+def _language(lang: str) -> str:
+    """``lang`` checked against ``LANGUAGES`` (an author error: a plain ValueError)."""
+    if lang not in LANGUAGES:
+        raise ValueError(f"lang must be one of {LANGUAGES}, got {lang!r}")
+    return lang
+
+
+def phrase(lang: str, key: str, **values) -> str:
+    """The fixed phrase ``key`` in language ``lang``, with ``values`` filled in."""
+    return PHRASES[_language(lang)][key].format(**values)
 
 
 @dataclass
@@ -128,13 +252,17 @@ class _Displayable:
 class _Question(_Displayable):
     """One question: subclasses define check(), _text_lines(), _input_widget(), _read()."""
 
-    def __init__(self, question: str, hint: str = ""):
+    def __init__(self, question: str, hint: str = "", lang: str = "en"):
         self.question = question
         self._hint = hint
+        self.lang = _language(lang)  # the language of the fixed phrases (module docstring)
         self.last: Feedback | None = None  # the most recent check, for Quiz.score()
 
+    def _say(self, key: str, **values) -> str:
+        return phrase(self.lang, key, **values)
+
     def hint(self) -> str:
-        return self._hint or "No hint for this question."
+        return self._hint or self._say("no_hint")
 
     def _record(self, fb: Feedback) -> Feedback:
         self.last = fb
@@ -153,8 +281,8 @@ class _Question(_Displayable):
         w = _require_widgets()
         question = w.HTML(f"<b>{html.escape(self.question)}</b>")
         answer_input = self._input_widget(w)
-        check_button = w.Button(description="Check", button_style="primary")
-        hint_button = w.Button(description="Hint")
+        check_button = w.Button(description=self._say("check_button"), button_style="primary")
+        hint_button = w.Button(description=self._say("hint_button"))
         feedback = w.HTML("")
 
         def on_check(_button):
@@ -164,7 +292,7 @@ class _Question(_Displayable):
                 feedback.value = f"<i>{html.escape(str(err))}</i>"
 
         def on_hint(_button):
-            feedback.value = f"<i>Hint: {html.escape(self.hint())}</i>"
+            feedback.value = f"<i>{html.escape(self._say('hint_prefix', hint=self.hint()))}</i>"
 
         check_button.on_click(on_check)
         hint_button.on_click(on_hint)
@@ -207,8 +335,8 @@ class MultipleChoice(_Question):
     """
 
     def __init__(self, question: str, options, answer: str, feedback: dict[str, str] | None = None,
-                 hint: str = "", shuffle: bool = True):
-        super().__init__(question, hint)
+                 hint: str = "", shuffle: bool = True, lang: str = "en"):
+        super().__init__(question, hint, lang)
         self._arrange(options, shuffle)
         self.authored_answer = self._author_label(answer, "answer")
         self.answer = self.displayed(self.authored_answer)
@@ -238,26 +366,28 @@ class MultipleChoice(_Question):
 
     def _usage(self) -> str:
         labels = ", ".join(repr(label) for label in self.options)
-        return f"pass one of {labels} as a string, e.g. quiz.check({next(iter(self.options))!r})"
+        return self._say("usage_one", labels=labels, first=repr(next(iter(self.options))))
 
     def _label(self, response) -> str:
         """Normalise a response to a known option label ('B ' -> 'b'), or raise QuizInputError."""
         if not isinstance(response, str):
-            raise QuizInputError(f"got {response!r} ({type(response).__name__}): {self._usage()}")
+            raise QuizInputError(self._say("got", response=repr(response), kind=type(response).__name__,
+                                           usage=self._usage()))
         label = response.strip().lower()
         if label not in self.options:
-            raise QuizInputError(f"{response!r} is not an option: {self._usage()}")
+            raise QuizInputError(self._say("not_an_option", response=repr(response), usage=self._usage()))
         return label
 
     def check(self, response: str) -> Feedback:
         label = self._label(response)
         correct = label == self.answer
         why = self.feedback.get(label, "")
-        return self._record(Feedback(correct, f"{'Correct.' if correct else 'Not quite.'} {why}".strip()))
+        verdict = self._say("correct" if correct else "not_quite")
+        return self._record(Feedback(correct, f"{verdict} {why}".strip()))
 
     def _text_lines(self) -> list[str]:
         options = [f"  {label}) {text}" for label, text in self.options.items()]
-        return [*options, f"Answer in code: {self._usage()}; quiz.hint() gives a hint."]
+        return [*options, self._say("answer_in_code", usage=self._usage())]
 
     def _input_widget(self, w):
         choices = [(f"{label}) {text}", label) for label, text in self.options.items()]
@@ -265,7 +395,7 @@ class MultipleChoice(_Question):
 
     def _read(self, radio):
         if radio.value is None:
-            raise QuizInputError("Pick an option first.")
+            raise QuizInputError(self._say("pick_first"))
         return radio.value
 
 
@@ -279,8 +409,8 @@ class MultiSelect(MultipleChoice):
     """
 
     def __init__(self, question: str, options, answers, feedback: dict[str, str] | None = None,
-                 hint: str = "", shuffle: bool = True):
-        _Question.__init__(self, question, hint)
+                 hint: str = "", shuffle: bool = True, lang: str = "en"):
+        _Question.__init__(self, question, hint, lang)
         self._arrange(options, shuffle)
         self.authored_answers = {self._author_label(a, "answer") for a in answers}
         if not self.authored_answers:
@@ -297,29 +427,28 @@ class MultiSelect(MultipleChoice):
 
     def _usage(self) -> str:
         labels = ", ".join(repr(label) for label in self.options)
-        return f"pass a list of labels from {labels}, e.g. quiz.check(['a', 'c']) or quiz.check('a, c')"
+        return self._say("usage_many", labels=labels)
 
     def check(self, response) -> Feedback:
         if isinstance(response, str):  # "a, c" or "a c"
             response = response.replace(",", " ").split()
         if not isinstance(response, (list, tuple, set, frozenset)):
-            raise QuizInputError(f"got {response!r} ({type(response).__name__}): {self._usage()}")
+            raise QuizInputError(self._say("got", response=repr(response), kind=type(response).__name__,
+                                           usage=self._usage()))
         chosen = {self._label(r) for r in response}
         wrong = chosen ^ self.answers  # chosen but false, or true but missed
         if not wrong:
             lines = [f"{label}) {self.feedback[label]}" for label in sorted(chosen) if label in self.feedback]
-            return self._record(Feedback(True, " ".join(["Correct.", *lines])))
+            return self._record(Feedback(True, " ".join([self._say("correct"), *lines])))
         self.wrong_tries += 1
-        count = f"{len(wrong)} option{'s are' if len(wrong) > 1 else ' is'} wrong"
+        count = self._say("wrong_count_many", n=len(wrong)) if len(wrong) > 1 else self._say("wrong_count_one")
         if self.wrong_tries < 2 and not self.hinted:
             # First try: how many, not which, so the learner re-reads every option.
-            return self._record(Feedback(False, f"Not quite: {count} (ticked but false, or true but left "
-                                                "unticked). Look at each option again; a second try, or a "
-                                                "hint, names them."))
+            return self._record(Feedback(False, self._say("first_wrong_try", count=count)))
         # From the second try on, explain only the options whose choice differs from the truth.
-        lines = [f"{label}) {'ticked, but false' if label in chosen else 'true, but not ticked'}"
+        lines = [f"{label}) {self._say('ticked_but_false' if label in chosen else 'true_not_ticked')}"
                  + (f": {self.feedback[label]}" if label in self.feedback else ".") for label in sorted(wrong)]
-        return self._record(Feedback(False, " ".join([f"Not quite: {count}:", *lines])))
+        return self._record(Feedback(False, " ".join([self._say("named_wrong_try", count=count), *lines])))
 
     def _input_widget(self, w):
         boxes = [w.Checkbox(description=f"{label}) {text}", indent=False, layout=w.Layout(width="auto"))
@@ -343,19 +472,17 @@ UNIT_SLIPS: dict[str, list[tuple[float, str]]] = {
 }
 
 
-def _to_float(response, units: str = "") -> float:
+def _to_float(response, units: str = "", lang: str = "en") -> float:
     """A finite float from an int, float, numpy scalar, one-element array/tensor or numeric string.
 
     With ``units``, a string may end with them ("523 MB"); a string in another unit of
     ``UNIT_SLIPS`` ("499 MiB" where MB is asked) is refused with a message naming the unit to use.
     """
-    usage = "answer with one number, e.g. quiz.check(0.6) or quiz.check('0.6')"
-    if units:
-        usage += f", in {units}"
+    usage = phrase(lang, "usage_number_in", units=units) if units else phrase(lang, "usage_number")
     value = response
     if hasattr(value, "item") and hasattr(value, "shape"):  # numpy scalar/array, torch tensor
         if math.prod(value.shape) != 1:
-            raise QuizInputError(f"got an array of shape {tuple(value.shape)}: {usage}")
+            raise QuizInputError(phrase(lang, "array_shape", shape=tuple(value.shape), usage=usage))
         value = value.item()
     if isinstance(value, str):
         text = value.strip()
@@ -365,18 +492,18 @@ def _to_float(response, units: str = "") -> float:
             if unit.lower() == units.lower():
                 text = text[:suffix.start()]
             elif any(unit.lower() == u.lower() for u in UNIT_SLIPS):
-                raise QuizInputError(f"{response!r} is in {unit}, but the question asks for {units}: "
-                                     f"convert it, then {usage}")
+                raise QuizInputError(phrase(lang, "wrong_unit", response=repr(response), unit=unit, units=units,
+                                            usage=usage))
         try:
             value = float(text)
         except ValueError:
-            raise QuizInputError(f"{response!r} is not a number: {usage}") from None
+            raise QuizInputError(phrase(lang, "not_a_number", response=repr(response), usage=usage)) from None
     # bool is an int subclass, but True is never a meant numeric answer.
     if not isinstance(value, numbers.Real) or isinstance(value, bool):
-        raise QuizInputError(f"got {response!r} ({type(response).__name__}): {usage}")
+        raise QuizInputError(phrase(lang, "got", response=repr(response), kind=type(response).__name__, usage=usage))
     value = float(value)
     if not math.isfinite(value):
-        raise QuizInputError(f"got {value}, which is not a finite number: {usage}")
+        raise QuizInputError(phrase(lang, "not_finite", value=value, usage=usage))
     return value
 
 
@@ -401,8 +528,8 @@ class NumericAnswer(_Question):
 
     def __init__(self, question: str, answer: float, tol: float = 1e-2, rel_tol: float = 0.0,
                  feedback_low: str = "", feedback_high: str = "", explanation: str = "",
-                 hint: str = "", units: str = "", slips=()):
-        super().__init__(question, hint)
+                 hint: str = "", units: str = "", slips=(), lang: str = "en"):
+        super().__init__(question, hint, lang)
         self.answer = _to_float(answer)
         if tol < 0 or rel_tol < 0:
             raise ValueError(f"tolerances must be >= 0, got tol={tol}, rel_tol={rel_tol}")
@@ -428,28 +555,30 @@ class NumericAnswer(_Question):
                 return why
         for factor, other in UNIT_SLIPS.get(self.units, []):
             if self._close(x, self.answer * factor, scale=factor):
-                return f"That looks like the answer in {other}; the question asks for {self.units}."
+                other = UNIT_NAMES.get(self.lang, {}).get(other, other)
+                return self._say("unit_slip", other=other, units=self.units)
         return ""
 
     def check(self, response) -> Feedback:
-        x = _to_float(response, self.units)
+        x = _to_float(response, self.units, self.lang)
         if self._close(x, self.answer):
-            return self._record(Feedback(True, f"Correct: {self.answer:g}. {self.explanation}".strip()))
+            verdict = self._say("correct_number", answer=f"{self.answer:g}")
+            return self._record(Feedback(True, f"{verdict} {self.explanation}".strip()))
         slip = self._slip(x)
         if slip:
-            return self._record(Feedback(False, f"Not quite: {x:g}. {slip}"))
-        side, why = ("low", self.feedback_low) if x < self.answer else ("high", self.feedback_high)
-        why = why or ("Try again; quiz.hint() gives a hint." if self._hint else "Try again.")
-        return self._record(Feedback(False, f"Not quite: {x:g} is too {side}. {why}"))
+            return self._record(Feedback(False, f"{self._say('not_quite_number', x=f'{x:g}')} {slip}"))
+        side, why = ("too_low", self.feedback_low) if x < self.answer else ("too_high", self.feedback_high)
+        why = why or self._say("try_again_hint" if self._hint else "try_again")
+        return self._record(Feedback(False, f"{self._say(side, x=f'{x:g}')} {why}"))
 
     def _text_lines(self) -> list[str]:
-        number = f"<a number in {self.units}>" if self.units else "<a number>"
-        return [f"Answer in code: quiz.check({number}); quiz.hint() gives a hint."]
+        number = self._say("a_number_in", units=self.units) if self.units else self._say("a_number")
+        return [self._say("answer_number", number=number)]
 
     def _input_widget(self, w):
         # A Text box (not FloatText) so an empty or malformed entry gets the clear error message
         # instead of silently becoming 0.0.
-        placeholder = f"a number in {self.units}" if self.units else "type a number"
+        placeholder = self._say("placeholder_in", units=self.units) if self.units else self._say("placeholder")
         return w.Text(placeholder=placeholder, layout=w.Layout(width="12em"))
 
     def _read(self, text_box):
@@ -461,16 +590,26 @@ class Score:
     correct: int
     answered: int
     total: int
+    lang: str = "en"
 
     def __str__(self) -> str:
-        return f"{self.correct} of {self.total} correct ({self.total - self.answered} not answered yet)"
+        return phrase(self.lang, "score", correct=self.correct, total=self.total, left=self.total - self.answered)
 
 
 class Quiz(_Displayable):
-    """A titled list of questions; displays them all and keeps a score of the latest answers."""
+    """A titled list of questions; displays them all and keeps a score of the latest answers.
 
-    def __init__(self, title: str, questions: list[_Question]):
+    ``lang`` is the language of the fixed phrases of the quiz and of every question in it (given,
+    it is set on the questions too; left out, the quiz speaks its first question's language)."""
+
+    def __init__(self, title: str, questions: list[_Question], lang: str | None = None):
         self.title, self.questions = title, list(questions)
+        if lang is None:
+            self.lang = self.questions[0].lang if self.questions else "en"
+        else:
+            self.lang = _language(lang)
+            for q in self.questions:
+                q.lang = self.lang
 
     def __getitem__(self, i: int) -> _Question:
         return self.questions[i]
@@ -481,18 +620,17 @@ class Quiz(_Displayable):
     def check(self, responses: list) -> list[Feedback]:
         """Answer every question at once (one response per question, in order)."""
         if len(responses) != len(self.questions):
-            raise QuizInputError(f"got {len(responses)} responses for {len(self.questions)} questions: "
-                                 "pass one response per question, in order")
+            raise QuizInputError(phrase(self.lang, "responses_count", got=len(responses), total=len(self.questions)))
         return [q.check(r) for q, r in zip(self.questions, responses)]
 
     def score(self) -> Score:
         """Count the questions whose latest check (by code or by the Check button) was correct."""
         answered = [q.last for q in self.questions if q.last is not None]
-        return Score(sum(fb.correct for fb in answered), len(answered), len(self.questions))
+        return Score(sum(fb.correct for fb in answered), len(answered), len(self.questions), self.lang)
 
     def text(self) -> str:
         # Each question's "quiz.check(...)" becomes "quiz[i].check(...)" so the call is the real one.
-        blocks = [f"Question {i + 1} (quiz[{i}]): " + q.text().replace("quiz.", f"quiz[{i}].")
+        blocks = [phrase(self.lang, "question_heading", number=i + 1, index=i) + q.text().replace("quiz.", f"quiz[{i}].")
                   for i, q in enumerate(self.questions)]
         return "\n\n".join([self.title, *blocks])
 
@@ -503,12 +641,16 @@ class Quiz(_Displayable):
 
 
 class Checklist(_Displayable):
-    """A completion checklist: Checkbox widgets and a live "n of N done" line."""
+    """A completion checklist: Checkbox widgets and a live "n of N done" line.
 
-    def __init__(self, items: list[str], title: str = "Before you move on"):
+    ``title`` defaults to "Before you move on" in the language ``lang``."""
+
+    def __init__(self, items: list[str], title: str | None = None, lang: str = "en"):
         if not items or not all(isinstance(i, str) for i in items):
             raise ValueError(f"checklist needs a non-empty list of strings, got {items!r}")
-        self.items, self.title = list(items), title
+        self.lang = _language(lang)
+        self.items = list(items)
+        self.title = phrase(self.lang, "checklist_title") if title is None else title
 
     def text(self) -> str:
         return "\n".join([self.title, *(f"  [ ] {item}" for item in self.items)])
@@ -522,7 +664,8 @@ class Checklist(_Displayable):
 
         def update(_change=None):
             done = sum(b.value for b in boxes)
-            progress.value = f"{done} of {len(boxes)} done" + (": well done!" if done == len(boxes) else "")
+            progress.value = (phrase(self.lang, "checklist_progress", done=done, total=len(boxes))
+                              + (phrase(self.lang, "checklist_done") if done == len(boxes) else ""))
 
         for b in boxes:
             b.observe(update, names="value")
@@ -530,6 +673,7 @@ class Checklist(_Displayable):
         return w.VBox([w.HTML(f"<b>{html.escape(self.title)}</b>"), w.VBox(boxes), progress])
 
 
-def checklist(items: list[str], title: str = "Before you move on") -> Checklist:
-    """A completion checklist; end a notebook cell with it to render the checkboxes."""
-    return Checklist(items, title)
+def checklist(items: list[str], title: str | None = None, lang: str = "en") -> Checklist:
+    """A completion checklist; end a notebook cell with it to render the checkboxes
+    (``title``: "Before you move on" in the language ``lang`` unless given)."""
+    return Checklist(items, title, lang)

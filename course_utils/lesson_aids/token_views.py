@@ -32,30 +32,37 @@ _BLUE = "background:#dbe9f7;color:#0b2e5a;border:1px solid #6a9fd4"
 _GREY = "background:#f0f0f0;color:#999;border:1px solid #ddd"
 
 
-def masked_tokens_html(tokenizer, ids, mask, title: str | None = None, prompt_length: int = 0) -> str:
+def masked_tokens_html(tokenizer, ids, mask, title: str | None = None, prompt_length: int = 0,
+                       padding_length: int = 0) -> str:
     """HTML picture of a mask: mask-1 tokens coloured, mask-0 tokens grey; hover a token for its
-    position, id and mask value. A pure function returning a string (display it with
-    ``IPython.display.HTML``).
+    position, part (prompt or response), id and mask value. A pure function returning a string
+    (display it with ``IPython.display.HTML``).
 
-    ``mask`` may cover a prompt and its response, one mask for each part (the attention mask on the
-    prompt, the response mask after it): give the prompt's length as ``prompt_length`` and the
-    prompt's mask-1 tokens are drawn blue (read by the model, never trained), the response's green
-    (trained actions). The legend under the tokens names the mask behind each colour.
+    ``ids`` may be a prompt followed by its response: give the prompt's length as ``prompt_length``
+    (the tooltips then say which part each token is in; without it every token is a response
+    token), and the first ``padding_length`` of those prompt positions as left padding. ``mask``
+    may have one mask for each part (the attention mask on the prompt, the response mask after
+    it): the prompt's mask-1 tokens are then drawn blue (read by the model, never trained), the
+    response's green (trained actions). The legend under the tokens names the mask behind each
+    colour that appears.
     """
     ids_list = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
     mask = mask.tolist() if isinstance(mask, torch.Tensor) else list(mask)
     if len(mask) != len(ids_list):
         raise ValueError(f"{len(ids_list)} ids but {len(mask)} mask entries")
+    if not 0 <= padding_length <= prompt_length <= len(ids_list):
+        raise ValueError(f"need 0 <= padding_length ({padding_length}) <= prompt_length ({prompt_length}) "
+                         f"<= the number of ids ({len(ids_list)})")
     spans = []
     for pos, (piece, token_id, m) in enumerate(zip(token_pieces(tokenizer, ids_list), ids_list, mask)):
         style = _GREY if not m else (_BLUE if pos < prompt_length else _GREEN)
-        part = "prompt" if pos < prompt_length else "response"
+        part = "left padding" if pos < padding_length else "prompt" if pos < prompt_length else "response"
         tip = f"position {pos} · {part} · id {token_id} · mask {int(m)}"
         spans.append(
             f"<span title='{escape(tip)}' style='{style};border-radius:3px;padding:0 2px;margin:1px;"
             f"font-family:monospace;white-space:pre;display:inline-block'>{escape(piece)}</span>"
         )
-    if prompt_length:
+    if any(mask[:prompt_length]):  # the prompt carries a mask of its own (the attention mask)
         text = ("blue: prompt token with attention mask 1 (read by the model, never trained) · green: response "
                 "token with response mask 1 (a trained action) · grey: mask 0 (left padding, anything after the "
                 "first EOS, or whatever this mask drops)")
@@ -85,5 +92,8 @@ def show_rollout(rollout: Rollout, tokenizer, row: int = 0, html: bool = False, 
     hidden = f", {pads} left-padding tokens not shown" if pads and not show_padding else ""
     title = f"row {row}: {int(mask.sum())} response tokens (mask 1), {status}{hidden}"
     if html:
-        return masked_tokens_html(tokenizer, ids, mask, title)
+        # rollout_row puts the prompt (with its left padding when shown) first, the response after it.
+        prompt_length = len(ids) - rollout.response_ids.shape[1]
+        padding = pads if show_padding else 0
+        return masked_tokens_html(tokenizer, ids, mask, title, prompt_length=prompt_length, padding_length=padding)
     return f"{title}\n{format_masked_tokens(tokenizer, ids, mask)}"

@@ -1,13 +1,77 @@
-"""Several processes (``torchrun``, CPU: gloo): averaging, agreeing and summing across ranks.
+"""Several processes: the engine that starts them, and agreeing and summing across ranks.
 
-Every function is a no-op on one process, so the trainer reads the same either way.
+The trainer runs on an ``accelerate.Accelerator`` (``make_accelerator``): it joins the process
+group that ``torchrun`` (CPU: gloo) or ``accelerate launch`` (GPUs: NCCL) started, and DDP
+(``accelerator.prepare_model``) averages the gradients during the backward. Everything else that
+must be global (whitening, the target-KL test, logged means and maxima, the time budget) goes
+through the small helpers below, on ``torch.distributed``'s default group, which accelerate
+initialises. Every helper is a no-op on one process, so the trainer reads the same either way.
 """
 
 from __future__ import annotations
 
+import os
 import socket
+import sys
 
 import torch
+
+SUPPORTED_ENGINES = ("NO", "MULTI_CPU", "MULTI_GPU")
+"""accelerate's distributed types the trainer runs on: one process, DDP over gloo, DDP over NCCL.
+Under the others (DeepSpeed, FSDP, ...) ``prepare_model`` does not return a DDP module, and the
+trainer's optimizer step (not ``accelerator.prepare``d) would not be synchronised."""
+
+
+def launched_processes() -> bool:
+    """True when a launcher (torchrun, accelerate launch) started this process as one of a group."""
+    return int(os.environ.get("LOCAL_RANK", -1)) != -1 or int(os.environ.get("WORLD_SIZE", 1)) > 1
+
+
+def make_accelerator(device: torch.device):
+    """The ``accelerate.Accelerator`` the trainer runs on, for ``device``. Under a launcher it
+    initialises the process group (gloo on a CPU, NCCL on CUDA GPUs); alone it is one process
+    (``DistributedType.NO``).
+
+    * CPU: ``cpu=True`` and the gloo backend named, because with none named accelerate picks MPI
+      wherever torch was built with it. Named only under a launcher: alone, a named backend makes
+      accelerate ask a process group that does not exist for its size.
+    * CPU and MPS stay float32 (``mixed_precision="no"``, whatever an accelerate config says):
+      half precision is slow or unsupported there, and MPS has no float64 either.
+    * CUDA: the launch config's mixed precision. bf16 is an autocast around the forward; fp16
+      would need a gradient scaler on a prepared optimizer, which this trainer does not use.
+    """
+    from accelerate import Accelerator
+    from accelerate.utils import InitProcessGroupKwargs
+
+    if device.type == "cpu":
+        gloo = [InitProcessGroupKwargs(backend="gloo")] if launched_processes() else []
+        accelerator = Accelerator(cpu=True, mixed_precision="no", kwargs_handlers=gloo)
+    else:
+        accelerator = Accelerator(mixed_precision="no" if device.type == "mps" else None)
+    if accelerator.distributed_type.value not in SUPPORTED_ENGINES:
+        raise ValueError(f"accelerate's {accelerator.distributed_type.value} engine is not supported by this trainer "
+                         f"(it runs {', '.join(SUPPORTED_ENGINES)}). Fix: launch with configs/accelerate/multi_gpu.yaml "
+                         "or single_gpu.yaml")
+    if accelerator.mixed_precision == "fp16":
+        raise ValueError("mixed_precision fp16 needs a gradient scaler, which this trainer does not use. "
+                         "Fix: mixed_precision bf16 or no in the accelerate config")
+    return accelerator
+
+
+def check_processes(accelerator, expected: int | None) -> None:
+    """Refuse a run that was asked for ``expected`` processes and got another number: a launcher
+    that quietly starts one process would train on one with a batch meant for N. On a CPU
+    ``accelerate launch --num_processes N --cpu`` is such a launcher (without an MPI hostfile it
+    starts a single process), so a single process it started is warned about even unasked."""
+    got = accelerator.num_processes
+    if expected is not None and got != expected:
+        raise ValueError(f"--processes {expected} was asked for but {got} process(es) started. Fix: on a CPU start "
+                         f"`torchrun --nproc_per_node {expected} -m course_utils ppo ...`, on GPUs `accelerate launch "
+                         f"--num_processes {expected} -m course_utils ppo ...`")
+    if got == 1 and os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true", "yes"):
+        print("warning: ACCELERATE_USE_CPU is set and this is one process: `accelerate launch --cpu` starts one "
+              "process without an MPI hostfile; for N CPU processes use `torchrun --nproc_per_node N -m course_utils "
+              "ppo ...` (add --processes N to have the run check it)", file=sys.stderr)
 
 
 def distributed_on() -> bool:
@@ -22,7 +86,11 @@ def rank_and_world_size() -> tuple[int, int]:
 
 
 def all_reduce_mean_(tensors: list[torch.Tensor]) -> None:
-    """Average tensors (e.g. gradients) across processes, in place."""
+    """Average tensors (e.g. gradients) across processes, in place.
+
+    Teaching only: what DDP does to the gradients during the backward, written out (week 10,
+    ``tests/whiten_worker.py``). The trainer's gradients are averaged by DDP
+    (``accelerator.prepare_model``), not by this."""
     if not distributed_on():
         return
     world = torch.distributed.get_world_size()
@@ -44,7 +112,7 @@ def params_in_sync(params: list[torch.Tensor]) -> bool:
 
 def all_processes_agree(flag: bool) -> bool:
     """True only if ``flag`` is true on every process, so all of them take the same branch
-    (one process skipping a step that the others take would deadlock the gradient all-reduce)."""
+    (one process skipping a backward that the others run would deadlock DDP's gradient all-reduce)."""
     if not distributed_on():
         return flag
     t = torch.tensor([0.0 if flag else 1.0])
@@ -93,8 +161,8 @@ def gather_objects(obj) -> list:
 
 
 def token_share_weight(mask: torch.Tensor) -> float:
-    """Under torchrun, the factor that turns this process's token-mean loss into its share of the
-    GLOBAL token mean once the gradients are averaged over processes:
+    """Under several processes, the factor that turns this process's token-mean loss into its share
+    of the GLOBAL token mean once DDP has averaged the gradients over processes:
 
         weight = n_local · world_size / n_global      (n = real tokens of the minibatch)
 

@@ -177,13 +177,20 @@ def render(exporter, nb: dict, page: Page) -> str:
     exporter.language_code = page.language
     site = {"root": root, "course": COURSE, "home": "ko/index.html" if page.language == "ko" else "index.html",
             "links": [(label, root + href) for label, href in labels], "switch": page.switch,
-            "before": page.before, "after": page.after}
+            "before": page.before, "after": page.after,
+            "folded_code": FOLDED_KO[0] if page.language == "ko" else FOLDED_EN[0],
+            "folded_output": FOLDED_KO[1] if page.language == "ko" else FOLDED_EN[1]}
     node = nbformat.reads(json.dumps(nb), as_version=4)  # sources as strings, as the exporter expects
     node.metadata["title"] = f"{page.title} · {COURSE}"
     body, _ = exporter.from_notebook_node(node, resources={"site": site})
     return body
 
 
+# What a folded cell's summary says (the cell is a quiz key, a library solution or a slider answer).
+FOLDED_EN = ("Hidden code: the answer key or the library's solution (open it after you have tried)",
+             "Hidden output: the answers (open it after you have tried)")
+FOLDED_KO = ("숨긴 코드: 정답 또는 라이브러리의 풀이 (직접 풀어 본 뒤에 여세요)",
+             "숨긴 출력: 정답 (직접 풀어 본 뒤에 여세요)")
 NAV_EN = [("Glossary", "glossary.html"), ("Reference runs", "reference-runs.html"),
           ("Troubleshooting", "troubleshooting.html"), ("Config reference", "config.html")]
 NAV_KO = [("용어집", "glossary.html"), ("기준 실행 결과", "reference-runs.html"),

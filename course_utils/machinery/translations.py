@@ -36,6 +36,14 @@ kernel: the arguments a quiz shows are literals, and an f-string's placeholders 
 the English output shows for them. Its saved widget view is dropped (it would show the English
 widget); the text and HTML views remain.
 
+The fixed phrases around the texts (a quiz's "Correct." and "Try again", the call to make, its
+buttons; an exercise check's verdict, diagnosis and hints) are the library's, in the language its
+``lang`` argument names. The merge adds ``lang="<language>"`` to each outermost quiz call of a quiz
+cell (``Quiz``, ``checklist``: their questions follow) and to each ``exercises.check`` and
+``exercises.hint`` call (``with_language``); nothing else of the code changes. The output of an
+``exercises.hint`` cell, and of an ``exercises.check`` cell that shows "not attempted yet" (the
+committed state of every exercise), is rendered again in that language, without a kernel.
+
     python -m course_utils translate                   # write notebooks/ko/*.ipynb, report drift
     python -m course_utils translate --check           # CI: exit 1 naming every stale cell
     python -m course_utils translate --stamp week01_four_models 9f0fe159   # translation updated
@@ -71,6 +79,8 @@ SHOWN_ARGS = {"MultipleChoice": ("question", "options"), "MultiSelect": ("questi
               "NumericAnswer": ("question",), "Quiz": ("title", "questions"),
               "checklist": ("items", "title"), "Checklist": ("items", "title")}
 """The arguments whose text a quiz shows (its output); the others (feedback, hints) show when checked."""
+EXERCISE_CALLS = ("check", "hint")
+"""``exercises.<name>(...)`` calls whose messages come in the language of their ``lang`` argument."""
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 LINE_WIDTH = 110
@@ -384,6 +394,101 @@ def prose_literals(source: str) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------
+# The language of the library's own phrases: lang="ko" on quiz and exercise calls
+
+
+def _is_quiz_call(node) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in QUIZ_CALLS
+
+
+def _is_exercise_call(node) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in EXERCISE_CALLS
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "exercises")
+
+
+def language_calls(source: str) -> list[ast.Call]:
+    """The calls that take the lesson's language: each outermost quiz call (a question inside
+    ``Quiz(...)`` follows the quiz) and each ``exercises.check`` / ``exercises.hint`` call."""
+    found: list[ast.Call] = []
+
+    def visit(node, in_quiz: bool):
+        if _is_exercise_call(node) or (_is_quiz_call(node) and not in_quiz):
+            found.append(node)
+        for child in ast.iter_child_nodes(node):
+            visit(child, in_quiz or _is_quiz_call(node))
+
+    visit(ast.parse(_parseable(source)), False)
+    return found
+
+
+def with_language(source: str, language: str) -> str:
+    """``source`` with ``lang="<language>"`` added to each of its ``language_calls`` that has no
+    ``lang`` argument yet (the same source for English, the default)."""
+    if language == "en":
+        return source
+    parseable = _parseable(source)
+    char_offset = _offsets(parseable)
+    inserts = []
+    for call in language_calls(source):
+        if any(k.arg == "lang" for k in call.keywords):
+            continue
+        close = char_offset(call.end_lineno, call.end_col_offset) - 1  # the call's ")"
+        arguments = [*call.args, *(k.value for k in call.keywords)]
+        if not arguments:
+            inserts.append((close, f'lang="{language}"'))
+            continue
+        last = max(arguments, key=lambda n: (n.end_lineno, n.end_col_offset))
+        end = char_offset(last.end_lineno, last.end_col_offset)
+        between = parseable[end:close]
+        code = re.sub(r"#[^\n]*", "", between)  # what follows the last argument: a comma, a ")" ...
+        if ")" in code:  # a parenthesised last argument: add the keyword just before the call's ")"
+            inserts.append((close, f', lang="{language}"'))
+        elif "," in code:  # a trailing comma: keep it last
+            comma = end + between.index(",") + 1
+            inserts.append((comma, f' lang="{language}",'))
+        else:
+            inserts.append((end, f', lang="{language}"'))
+    for position, text in sorted(inserts, reverse=True):
+        source = source[:position] + text + source[position:]
+    return source
+
+
+def _raises_not_implemented(*args, **kwargs):
+    """A learner's function not written yet (the committed state of every exercise cell)."""
+    raise NotImplementedError
+
+
+def exercise_output(english_source: str, english_text: str, language: str):
+    """What an exercise cell (its last line ``exercises.hint(name)`` or ``exercises.check(name, fn)``)
+    displays in ``language``, or None when that cannot be known without running the lesson: a check
+    is rendered again only when the English output is the "not attempted yet" verdict."""
+    from course_utils.lesson_aids import exercises
+
+    body = ast.parse(_parseable(english_source)).body
+    call = body[-1].value if body and isinstance(body[-1], ast.Expr) else None
+    if not (_is_exercise_call(call) and call.args and isinstance(call.args[0], ast.Constant)
+            and isinstance(call.args[0].value, str)):
+        return None
+    name = call.args[0].value
+    if call.func.attr == "hint":
+        return exercises.hint(name, lang=language)
+    english = exercises.check(name, _raises_not_implemented)
+    if english.attempted or english.message != english_text:
+        return None
+    return exercises.check(name, _raises_not_implemented, lang=language)
+
+
+def is_exercise_cell(cell) -> bool:
+    """A code cell that calls ``exercises.check`` or ``exercises.hint``."""
+    if cell["cell_type"] != "code":
+        return False
+    try:
+        return bool([c for c in language_calls(_text(cell["source"])) if _is_exercise_call(c)])
+    except SyntaxError:
+        return False
+
+
+# ---------------------------------------------------------------------------------------------
 # Rendering a quiz cell's output without a kernel
 
 
@@ -589,9 +694,10 @@ def _prune_widget_state(nb) -> None:
     nb["metadata"]["widgets"][WIDGET_STATE]["state"] = {k: v for k, v in state.items() if k in keep}
 
 
-def _merge_quiz_cell(cell, entry: Entry, current: bool) -> None:
+def _merge_quiz_cell(cell, entry: Entry, current: bool, language: str) -> None:
     english = _text(cell["source"])
-    korean = translate_code(english, [(en, ko) for en, ko in entry.strings if ko], strict=current)
+    korean = with_language(translate_code(english, [(en, ko) for en, ko in entry.strings if ko], strict=current),
+                           language)
     cell["source"] = korean
     for output in cell.get("outputs", []):
         if output.get("output_type") != "execute_result":
@@ -604,15 +710,30 @@ def _merge_quiz_cell(cell, entry: Entry, current: bool) -> None:
         output["data"] = {k: v for k, v in _display_data(obj).items() if k in ("text/plain", "text/html")}
 
 
+def _merge_exercise_cell(cell, language: str) -> None:
+    """``lang`` on the exercise calls; the output rendered again in ``language`` where it can be."""
+    english = _text(cell["source"])
+    cell["source"] = with_language(english, language)
+    for output in cell.get("outputs", []):
+        if output.get("output_type") != "execute_result":
+            continue
+        obj = exercise_output(english, _text(output["data"].get("text/plain", "")), language)
+        if obj is not None:
+            output["data"] = {k: v for k, v in _display_data(obj).items() if k in output["data"]}
+
+
 def merge(english_nb, t: Translations):
     """The translated notebook: ``english_nb`` (not changed) with the translations of ``t`` merged in.
 
     Cells keep their ids, code and outputs; markdown cells take their translation, quiz cells their
-    translated literals and a re-rendered output. A cell without a translation stays English, and a
-    stale one (its English changed since) keeps its old translation: ``drift`` reports both.
+    translated literals and a re-rendered output, and quiz and exercise calls ``lang`` (module
+    docstring). A cell without a translation stays English, and a stale one (its English changed
+    since) keeps its old translation: ``drift`` reports both.
     """
     nb = copy.deepcopy(english_nb)
     for cell in nb["cells"]:
+        if is_exercise_cell(cell):
+            _merge_exercise_cell(cell, t.language)
         entry = t.cells.get(cell.get("id"))
         if entry is None or not translatable(cell):
             continue
@@ -620,7 +741,7 @@ def merge(english_nb, t: Translations):
         if cell["cell_type"] == "markdown" and entry.markdown is not None and entry.markdown.strip():
             cell["source"] = entry.markdown
         elif cell["cell_type"] == "code" and entry.strings is not None:
-            _merge_quiz_cell(cell, entry, current)
+            _merge_quiz_cell(cell, entry, current, t.language)
     _prune_widget_state(nb)
     notebook_clean.clean_notebook(nb)  # no execution timestamps, whatever state the English one is in
     nb["metadata"]["translation"] = {

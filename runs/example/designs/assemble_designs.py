@@ -218,12 +218,13 @@ def noisy_arm(kind: str, rate: float, bench_json: Path) -> dict[str, dict]:
 def add_seeds(arm: dict, more: dict, name: str) -> None:
     """Append another run's seeds to an arm already in the report (an arm's seeds can be run in
     different sessions); the same seed twice would count one run as two, so it is refused."""
-    have = arm.get("seeds", list(range(len(arm["test"]))))  # arms written before seeds were recorded ran 0..n-1
+    have = arm["seeds"]
     again = sorted(set(have) & set(more["seeds"]))
     if again:
         raise SystemExit(f"{name} already has seed(s) {again}; drop --add-seeds to replace the arm instead")
     for key, values in more.items():
-        arm.setdefault(key, []).extend(values)
+        if key != "seeds":
+            arm.setdefault(key, []).extend(values)
     arm["seeds"] = have + more["seeds"]
 
 
