@@ -19,6 +19,7 @@ The algorithm (top level), in reading order for weeks 1-7
     preference_pairs  chosen/rejected pairs for the reward model
     noisy_teacher     demonstrations with labeler-like mistakes at a stated rate, and filtered SFT
     reward_model      the Bradley-Terry reward model: training, scoring, evaluation
+    retention         what training on some tasks costs the others: gain, change, KL(π_start ‖ π)
 
 Lesson aids (``lesson_aids/``): what notebooks call to show, check and quiz
     plots, widgets, figures, diagrams (lesson 1's two pictures), reward_model_plots, pipeline_plots (the arms, over-optimisation,
@@ -28,6 +29,7 @@ Lesson aids (``lesson_aids/``): what notebooks call to show, check and quiz
 The comparison harness (``comparison/``): TRL's PPOTrainer on our configuration, benchmarks
     trl_adapter (TRL built and run one way), child (one child-process launcher),
     trl_compare (lesson 10), bench (speed, memory), bench_learning (learning per seed),
+    retention_arms (design (h): the PPO arm's settings, the measures after both arms),
     engines (the bridge: our tasks and checker for verl and TRL's GRPOTrainer), verl_reward
     (the checker as verl's reward function, copied into the export)
 
@@ -69,6 +71,7 @@ Formula index (formula -> function)
     family weight p(1-p) + floor of a success rate p    family_sampling.family_weights
     GRPO's group-normalised advantage                   ppo_math.group_normalized_advantages
     DPO's loss on preference pairs                      ppo_math.dpo_loss
+    forward KL(π_start ‖ π) of an answer, exact per token  retention.sequence_forward_kl
 
 Command line: ``python -m course_utils --help``.
 """

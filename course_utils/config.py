@@ -63,6 +63,12 @@ class PPOConfig:
     """Held-out prompt split for evaluation (greedy answers, checker pass rate)."""
     task_families: list = field(default_factory=list)
     """Restrict training and evaluation to these task families (empty: all)."""
+    eval_families: list = field(default_factory=list)
+    """Evaluate on these task families instead (empty: the same as ``task_families``). Set it to
+    every family while ``task_families`` names a few to watch what training on some tasks does to
+    the others (lesson 11's retention design); each evaluation then also records
+    ``pass_rate_trained``, the pass rate on the trained families, which the best-policy choice and
+    the held-out stop rule read (forgetting elsewhere is measured, not a sign of reward hacking)."""
     batch_size: int = 16
     """Episodes (prompt + sampled response) per PPO update."""
     samples_per_prompt: int = 1
@@ -336,9 +342,10 @@ def evaluation_and_controller_problems(config: PPOConfig) -> list[str]:
         problems.append(f"kl_horizon ({config.kl_horizon}) must be >= batch_size ({config.batch_size}) with adaptive_kl: "
                         "a shorter horizon over-corrects beta every update (below batch_size / 5 it turns negative); "
                         f"e.g. kl_horizon={max(10000, config.batch_size)}")
-    unknown = sorted(set(config.task_families) - set(tasks.TASK_FAMILIES))
-    if unknown:
-        problems.append(f"task_families has unknown families {unknown}; choose from {', '.join(tasks.TASK_FAMILIES)}")
+    for name in ("task_families", "eval_families"):
+        unknown = sorted(set(getattr(config, name)) - set(tasks.TASK_FAMILIES))
+        if unknown:
+            problems.append(f"{name} has unknown families {unknown}; choose from {', '.join(tasks.TASK_FAMILIES)}")
     for name in ("train_split", "eval_split"):
         split = getattr(config, name)
         if split not in (*tasks.SPLITS, tasks.UNSEEN_SPLIT):

@@ -79,6 +79,9 @@ class SFTConfig:
     """LoRA rank (on every projection); folded into the weights at the end."""
     lora_alpha: int = 32
     """LoRA scaling numerator."""
+    eval_every: int = 0
+    """Also evaluate (greedy, ``eval_split``, per family) every this many SFT steps, for a learning
+    curve in metrics.json's ``curve``; its time is not counted as training time. 0: before and after only."""
     eval_split: str = "test"
     """Held-out split for the pass rate before and after (the same one PPO reports on)."""
     eval_prompts: int = 100
@@ -105,6 +108,7 @@ class SFTConfig:
              f"demo_noise_style must be habit or mixed, got {self.demo_noise_style!r}"),
             (self.self_samples >= 0, f"self_samples must be >= 0 (0 = no self-sampling), got {self.self_samples}"),
             (self.resample_every >= 1, f"resample_every must be >= 1 SFT step, got {self.resample_every}"),
+            (self.eval_every >= 0, f"eval_every must be >= 0 SFT steps (0 = before and after only), got {self.eval_every}"),
             (self.eval_split != "train", "eval_split must be a held-out split (validation or test), not train"),
             (self.eval_split in (*tasks.SPLITS, tasks.UNSEEN_SPLIT),
              f"eval_split must be one of {[*tasks.SPLITS, tasks.UNSEEN_SPLIT]}, got {self.eval_split!r}"),
@@ -274,10 +278,35 @@ def train_sft(config: SFTConfig, progress: bool = True) -> dict:
                 for name in (config.eval_split, tasks.UNSEEN_SPLIT)}  # the same prompts, asked anew
     before = {name: pass_rates(bundle, records, config.max_new_tokens) for name, records in held_out.items()}
 
+    run = sft_steps(bundle, demos, config, eos_id, device, held_out[config.eval_split], progress)
+    after = {name: pass_rates(bundle, records, config.max_new_tokens) for name, records in held_out.items()}
+    losses = run["loss"]
+    metrics = {"config": asdict(config), "demos": len(demos), "steps": len(losses), "train_seconds": run["seconds"],
+               "epochs_done": len(losses) * config.batch_size / len(demos),
+               "threads": threads, "loss": losses, "before": before, "after": after}
+    if config.eval_every:
+        metrics["curve"] = run["curve"]
+    if config.demo_noise:
+        metrics["noisy_demos"] = sum("noise" in r.meta for r in demos)  # the ones SFT trained on
+    if config.demo_filter:
+        metrics["demos_dropped_by_filter"] = config.demos - len(demos)
+    if config.self_samples:
+        metrics["self_sample_rounds"] = run["rounds"]
+    save_merged(bundle, config.run_dir / "model")
+    report.write_sft_report(config.run_dir, metrics)
+    return metrics
+
+
+def sft_steps(bundle, demos: list, config: SFTConfig, eos_id: int, device, held_out: list, progress: bool) -> dict:
+    """The SFT loop: batches of ``demos`` (growing with self-sampling) until ``epochs`` or the
+    budget. Returns ``loss`` (per step), ``seconds`` (training time: the steps and self-sampling,
+    not the curve's evaluations), ``rounds`` (self-sampling) and ``curve`` (with ``eval_every``:
+    per-family greedy pass rates on ``held_out`` every ``eval_every`` steps)."""
+    policy, tokenizer = bundle.policy, bundle.tokenizer
     data = list(demos)  # grows with self-sampling
     untaught = prompts_without_demonstration(demos) if config.self_samples else []
     kept: dict[str, set[str]] = {}
-    rounds = []
+    rounds, curve = [], []
     lora_params = [p for n, p in policy.lm.named_parameters() if p.requires_grad]
     optimizer = torch.optim.Adam(lora_params, lr=config.learning_rate)
     losses, start = [], time.perf_counter()
@@ -300,20 +329,13 @@ def train_sft(config: SFTConfig, progress: bool = True) -> dict:
             if untaught and len(losses) % config.resample_every == 0:
                 rounds.append(self_sample_round(bundle, untaught, data, kept, config, step=len(losses)))
                 policy.train()
-    seconds = time.perf_counter() - start
-    after = {name: pass_rates(bundle, records, config.max_new_tokens) for name, records in held_out.items()}
-    metrics = {"config": asdict(config), "demos": len(demos), "steps": len(losses), "train_seconds": seconds,
-               "epochs_done": len(losses) * config.batch_size / len(demos),
-               "threads": threads, "loss": losses, "before": before, "after": after}
-    if config.demo_noise:
-        metrics["noisy_demos"] = sum("noise" in r.meta for r in demos)  # the ones SFT trained on
-    if config.demo_filter:
-        metrics["demos_dropped_by_filter"] = config.demos - len(demos)
-    if config.self_samples:
-        metrics["self_sample_rounds"] = rounds
-    save_merged(bundle, config.run_dir / "model")
-    report.write_sft_report(config.run_dir, metrics)
-    return metrics
+            if config.eval_every and len(losses) % config.eval_every == 0:
+                paused = time.perf_counter()  # evaluations are not training time (as in PPO)
+                curve.append({"step": len(losses), "train_seconds": paused - start,
+                              "per_family": pass_rates(bundle, held_out, config.max_new_tokens)["per_family"]})
+                start += time.perf_counter() - paused
+                policy.train()
+    return {"loss": losses, "seconds": time.perf_counter() - start, "rounds": rounds, "curve": curve}
 
 
 def self_sample_round(bundle, untaught: list, data: list, kept: dict, config: SFTConfig, step: int) -> dict:

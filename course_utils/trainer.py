@@ -110,18 +110,46 @@ def load_prompts(config: PPOConfig, rank: int = 0, world_size: int = 1) -> tuple
     """``(train records, eval_records, sample_records, training stream)`` of ``config``: read
     before any model loads, so a broken data file or an empty selection is reported at once (and
     not as "lower batch_size", the fix for a batch larger than a non-empty split)."""
-    families = set(config.task_families)
+    # eval_families (when set) widens the evaluation beyond the trained families: forgetting shows there.
     selected = {}
-    for split in (config.train_split, config.eval_split):
-        selected[split] = [r for r in tasks.load_split(split) if not families or r.family in families]
-        if not selected[split]:
-            which = f" of task_families {sorted(families)}" if families else ""
+    for role, split, name in (("train", config.train_split, "task_families"), ("eval", config.eval_split,
+                                                                                evaluated_field(config))):
+        families = set(getattr(config, name))
+        selected[role] = [r for r in tasks.load_split(split) if not families or r.family in families]
+        if not selected[role]:
+            which = f" of {name} {sorted(families)}" if families else ""
             raise ValueError(f"{tasks.default_data_dir() / (split + '.jsonl')} has no prompts{which}. Fix: regenerate it with "
-                             f"`python -m course_utils data`" + (", or check task_families" if families else ""))
-    train = selected[config.train_split]
-    eval_records = balanced_subset(selected[config.eval_split], config.eval_prompts)
+                             f"`python -m course_utils data`" + (f", or check {name}" if families else ""))
+    train = selected["train"]
+    eval_records = balanced_subset(selected["eval"], config.eval_prompts)
     return train, eval_records, balanced_subset(eval_records, config.num_sample_prompts), \
         prompt_stream(train, config, rank, world_size)
+
+
+def evaluated_field(config: PPOConfig) -> str:
+    """The config field that names the evaluated families: ``eval_families`` when set, else ``task_families``."""
+    return "eval_families" if config.eval_families else "task_families"
+
+
+def heldout_pass_rates(config: PPOConfig, records: list, passed: list[bool]) -> dict:
+    """The checker's verdicts on the held-out ``records`` -> ``pass_rate`` (all of them),
+    ``pass_rate_per_task`` and, when ``eval_families`` widens the evaluation beyond
+    ``task_families``, ``pass_rate_trained``: the pass rate on the trained families' prompts only
+    (otherwise every evaluated family is trained, and ``pass_rate`` already is that measure)."""
+    per_task: dict[str, list[bool]] = {}
+    for record, ok in zip(records, passed):
+        per_task.setdefault(record.family, []).append(ok)
+    trained = [ok for record, ok in zip(records, passed) if record.family in config.task_families]
+    widened = bool(config.eval_families and config.task_families and trained)
+    return {"pass_rate": float(np.mean(passed)), **({"pass_rate_trained": float(np.mean(trained))} if widened else {}),
+            "pass_rate_per_task": {k: float(np.mean(v)) for k, v in sorted(per_task.items())}}
+
+
+def best_record(evaluation: dict) -> dict:
+    """What the summary says of the best policy so far. "Best" is the best at what is trained
+    (``stop_rules.target_pass_rate``: pass_rate_trained when other families are evaluated too)."""
+    keep = ("update", "pass_rate", "pass_rate_trained")
+    return {**{k: evaluation[k] for k in keep if k in evaluation}, "folder": "best_policy"}
 
 
 def observe_successes(stream, batch: ppo.RolloutBatch) -> dict:
@@ -307,14 +335,10 @@ class PPOTrainer:
                                  packed=self.config.packed_cpu_linears, decode_loop=self.config.decode_loop)
         passed = [tasks.check(r, a).passed for r, a in zip(records, answers)]
         rewards = self.bundle.reward.score([r.prompt for r in records], answers, records)
-        per_task: dict[str, list[bool]] = {}
-        for record, ok in zip(records, passed):
-            per_task.setdefault(record.family, []).append(ok)
         sample_ids = {r.id for r in self.sample_records}
         result = {
             "update": self.update,
-            "pass_rate": float(np.mean(passed)),
-            "pass_rate_per_task": {k: float(np.mean(v)) for k, v in sorted(per_task.items())},
+            **heldout_pass_rates(self.config, records, passed),
             "mean_reward": float(rewards.float().mean()),
             "samples": [{"id": r.id, "family": r.family, "prompt": r.prompt, "answer": a, "passed": ok}
                         for r, a, ok in zip(records, answers, passed) if r.id in sample_ids],
@@ -460,8 +484,8 @@ class PPOTrainer:
         self.evals.append(self.evaluate())
         self._write_jsonl("evals.jsonl", self.evals)
         latest = self.evals[-1]
-        if self.best is None or latest["pass_rate"] > self.best["pass_rate"]:
-            self.best = {"update": latest["update"], "pass_rate": latest["pass_rate"], "folder": "best_policy"}
+        if self.best is None or stop_rules.target_pass_rate(latest) > stop_rules.target_pass_rate(self.best):
+            self.best = best_record(latest)
             if self.rank == 0:
                 self.save_adapter(self.run_dir / "best_policy")
 

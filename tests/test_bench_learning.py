@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from course_utils.comparison import bench_learning as bl
+from course_utils.tasks import TASK_FAMILIES
 
 
 def _seed(seed, before, after, tasks_before, tasks_after, verdicts, minutes=1.0):
@@ -160,3 +161,75 @@ def test_the_noisy_teacher_and_filtered_sft_flags_reach_the_sft_and_name_the_arm
     assert "--demo-filter" not in ran[0] and "--self-samples" not in ran[0]
     with pytest.raises(SystemExit, match="--demo-noise applies to the SFT"):
         bl.main(["--demo-noise", "0.5", "--out", str(out)])
+
+
+def fake_sft(tmp_path, ran, train_seconds=48.0):
+    """Stands in for `python -m course_utils sft ...`: records the command, writes its metrics.json."""
+    real_run = bl.child.subprocess.run
+
+    def run(cmd, **kwargs):
+        if cmd[2:3] != ["course_utils"]:
+            return real_run(cmd, **kwargs)  # the machine description (lscpu and the like)
+        ran.append(cmd)
+        folder = Path(cmd[cmd.index("--output-dir") + 1]) / cmd[cmd.index("--run-name") + 1]
+        folder.mkdir(parents=True)
+        (folder / "metrics.json").write_text(json.dumps({
+            "train_seconds": train_seconds, "steps": 30, "before": {"test": {"pass_rate": 0.05}},
+            "after": {"test": {"pass_rate": 0.46}}}))
+        return SimpleNamespace(returncode=0)
+    return run
+
+
+def test_the_sft_continuation_starts_from_the_warm_up_on_the_trained_families_for_the_rest_of_the_budget(
+        tmp_path, monkeypatch):
+    ran = []
+    monkeypatch.setattr(bl.child.subprocess, "run", fake_sft(tmp_path, ran))
+    monkeypatch.setattr(bl.child, "start_child", lambda *a, **k: pytest.fail("the SFT arm started PPO"))
+    measured = []
+    monkeypatch.setattr(bl.retention_arms, "measure_arm", lambda report, fams, k: measured.append(fams) or {"ok": k, "seeds": []})
+    out = tmp_path / "h.json"
+    report = bl.main(["--sft-continue", "--train-families", "json_object", "uppercase_word", "--seeds", "1",
+                      "--minutes", "15", "--out", str(out)])
+    warm, more = ran
+    assert "--model" not in warm and warm[warm.index("--run-name") + 1] == "sft_continue-seed1-sft"
+    assert more[more.index("--model") + 1] == str(tmp_path / "learning" / "sft_continue-seed1-sft" / "model")
+    assert more[more.index("--demo-families") + 1:][:2] == ["json_object", "uppercase_word"]
+    assert more[more.index("--demos") + 1] == "80"  # every train demonstration of the two families
+    assert float(more[more.index("--max-train-minutes") + 1]) == pytest.approx(15 - 0.8)  # the warm-up's 48 s
+    assert more[more.index("--eval-every") + 1] == str(bl.retention_arms.SFT_EVAL_EVERY)  # its curve
+    assert measured == [["json_object", "uppercase_word"]] and report["retention"]["ok"] == 4
+    assert json.loads(out.read_text())["retention"]["ok"] == 4 and report["arm"] == "sft_continue"
+
+
+def test_the_ppo_retention_arm_trains_on_the_subset_and_evaluates_every_family(tmp_path, monkeypatch):
+    from course_utils import tasks
+    from course_utils.config import load_config
+    from course_utils.trainer import parse_overrides
+
+    started = []
+    monkeypatch.setattr(bl, "run_warm_up", lambda *a, **k: {"model": "w/model", "train_minutes": 0.8})
+    monkeypatch.setattr(bl.child, "start_child",
+                        lambda cmd, *a, **k: started.append(cmd) or SimpleNamespace(poll=lambda: 0, returncode=0))
+    monkeypatch.setattr(bl, "read_run", lambda run_dir: _seed(0, 0.4, 0.5, {}, {}, {}))
+    monkeypatch.setattr(bl.retention_arms, "measure_arm", lambda report, fams, k: {"families": fams, "seeds": []})
+    monkeypatch.setattr(bl.time, "sleep", lambda s: None)
+    report = bl.main(["--config", "configs/cpu_sft.yaml", "--sft", "--train-families", "json_object",
+                      "--seeds", "0", "--out", str(tmp_path / "p.json")])
+    sets = started[0][started[0].index("--set") + 1:]
+    config = load_config("configs/cpu_sft.yaml", **parse_overrides(sets))  # the child reads them so
+    assert config.task_families == ["json_object"] and config.eval_families == list(tasks.TASK_FAMILIES)
+    assert config.max_train_minutes == pytest.approx(14.2) and config.model == "w/model"
+    assert report["retention"]["families"] == ["json_object"] and report["train_families"] == ["json_object"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--sft-continue"], "name the families it trains on"),
+    (["--train-families", "json_object"], "needs one arm"),
+    (["--sft-full", "--train-families", "json_object"], "needs one arm"),
+    (["--sft", "--train-families", "jsn"], "unknown families"),
+    (["--sft-continue", "--train-families", "json_object", "--demo-noise", "0.5"], "plain 200-demo warm-up"),
+    (["--sft", "--train-families", *TASK_FAMILIES], "no family is left"),
+])
+def test_design_h_flags_that_cannot_run_are_refused_before_any_run(tmp_path, argv, message):
+    with pytest.raises(SystemExit, match=message):
+        bl.main([*argv, "--out", str(tmp_path / "x.json")])

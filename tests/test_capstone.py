@@ -118,3 +118,22 @@ def test_noise_crossover_draws_one_line_per_arm_at_its_measured_rates():
     joined = [line for line in ax.get_lines() if line.get_linestyle() == ":"]
     assert sorted(round(y, 6) for line in joined for y in line.get_ydata()) == [21.0, 47.0, 61.0]
     assert not [line for line in ax.get_lines() if line.get_linestyle() == "-"]  # no solid line suggests data between rates
+
+
+def test_retention_plot_puts_each_seed_at_its_gain_and_change_with_ppos_path_and_the_half_loss_line():
+    import numpy as np
+
+    design = {"arms": {
+        "sft_continue_retention": {"gain_trained": [40, 44, 42], "change_others": [-20, -24, -22]},
+        "sft_ppo_checker_retention": {"gain_trained": [30, 36, 33], "change_others": [-2, 0, -4],
+                                      "curves": [[{"gain_trained": 0, "change_others": 0},
+                                                  {"gain_trained": 30, "change_others": -2}]]}}}
+    ax = capstone.plot_retention(design).axes[0]
+    dots = {tuple(line.get_xdata()): tuple(line.get_ydata()) for line in ax.lines if line.get_marker() == "o"}
+    assert dots == {(40, 44, 42): (-20, -24, -22), (30, 36, 33): (-2, 0, -4)}
+    paths = [line for line in ax.lines if line.get_alpha() == 0.4]  # the thin path lines
+    assert [(tuple(p.get_xdata()), tuple(p.get_ydata())) for p in paths] == [((0, 30), (0, -2))]
+    half = [line for line in ax.lines if line.get_linestyle() == "--"]
+    assert len(half) == 1 and np.allclose(half[0].get_ydata(), -11.0)  # half of SFT's mean loss of 22 points
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(label.endswith("+42 / -22") for label in labels) and any(label.endswith("+33 / -2") for label in labels)

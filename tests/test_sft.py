@@ -195,3 +195,37 @@ def test_filtered_sft_samples_its_own_answers_every_few_steps(tmp_path, monkeypa
     rounds = metrics["self_sample_rounds"]
     assert [r["step"] for r in rounds] == [2, 4, 6, 8] and [r["pool"] for r in rounds] == [9] * 4
     assert metrics["steps"] == 2 + 3 + 3  # 8 demos, then 9 records (the accepted one joined at pass two)
+
+
+def test_sft_continues_from_a_saved_model_on_the_demonstrations_of_chosen_families(tmp_path):
+    """Design (h)'s SFT arm: ``sft --model DIR`` starts from the warm-up's folder, not the original model."""
+    common = dict(batch_size=8, learning_rate=5e-3, eval_prompts=10, max_new_tokens=4, output_dir=str(tmp_path),
+                  threads=2, lora_rank=4, lora_alpha=8)
+    # A large step size, so the warm-up moves the tiny model's loss well beyond round-off.
+    warm = sft.train_sft(sft.SFTConfig(model=hub.TINY_MODEL, demos=8, epochs=2, run_name="warm",
+                                       **{**common, "learning_rate": 5e-2}), progress=False)
+    more = sft.train_sft(sft.SFTConfig(model=str(tmp_path / "warm" / "model"), demos=8, epochs=1, run_name="more",
+                                       demo_families=["json_object"], eval_every=1, **{**common, "batch_size": 4}),
+                         progress=False)
+    # It starts where the warm-up ended: its first loss is the warm-up model's on that batch, not the tiny model's
+    # (the tiny model's greedy answers are blank lines before and after, so they cannot tell the two apart).
+    from course_utils.models import LoRASettings, load_bundle
+    from course_utils.rollout import stop_token_ids
+
+    first_batch = sft.teacher_demonstrations(sft.SFTConfig(**more["config"]))[:4]
+
+    def loss_of(model) -> float:
+        bundle = load_bundle(model, lora=LoRASettings(rank=4, alpha=8), device="cpu", seed=0)
+        eos = stop_token_ids(bundle.tokenizer, bundle.policy.base_model)[0]
+        with torch.no_grad():
+            return sft.sft_loss(bundle.policy, sft.demo_batch(bundle.tokenizer, first_batch, eos, torch.device("cpu"))).item()
+
+    assert more["loss"][0] == pytest.approx(loss_of(str(tmp_path / "warm" / "model")), abs=1e-4)
+    assert abs(more["loss"][0] - loss_of(hub.TINY_MODEL)) > 1e-3
+    for split in ("test", tasks.UNSEEN_SPLIT):
+        assert more["before"][split]["answers"] == warm["after"][split]["answers"]
+    assert more["config"]["demo_families"] == ["json_object"] and more["demos"] == 8
+    # eval_every: a per-family point after each step; the last is the model that "after" evaluates.
+    assert [p["step"] for p in more["curve"]] == [1, 2] and "curve" not in warm
+    assert more["curve"][-1]["per_family"] == more["after"]["test"]["per_family"]
+    assert 0 < more["curve"][0]["train_seconds"] <= more["curve"][1]["train_seconds"] <= more["train_seconds"]

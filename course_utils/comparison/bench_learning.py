@@ -16,6 +16,12 @@ report. This script then reads those folders and writes one JSON:
                  seeds learned or hacked it; whether the target (a gain of 30 points) is met
     machine      CPU, cores, load average before and after (a busy machine slows every run)
 
+Design (h) of lesson 11, retention (``retention_arms``): ``--train-families F ...`` with ``--sft``
+trains PPO on F only from the warm-up while evaluating every family; ``--sft-continue
+--train-families F ...`` continues SFT from the same warm-up on F's demonstrations for the rest
+of the budget. Either arm then measures, per seed, every family's test pass rate and the forward
+KL from the warm-up (the report's "retention").
+
 ``--parallel N`` runs N seeds at once with ``cores // N`` torch threads each. The default, 1,
 gives each run the whole machine, as a learner's single run has it; on 2 cores ``--parallel 2``
 gives each run one core (about half the updates in the budget: a harder test, in half the wall
@@ -34,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from course_utils.comparison import child
+from course_utils.comparison import child, retention_arms
 from course_utils.machinery import safe_files
 
 TARGET_GAIN_POINTS = 30.0
@@ -194,10 +200,11 @@ def sft_command(seed: int, run_name: str, output_dir: str, threads: int, extra=(
                                 "--output-dir", output_dir, "--threads", threads, "--overwrite", *extra)
 
 
-def run_warm_up(seed: int, name: str, output_dir: Path, threads: int, env: dict, extra=()) -> dict:
-    """Run the SFT of one seed to the end; return where its model is and what it cost.
-    Its training time counts against the seed's budget (evaluations do not, as for PPO)."""
-    run_name = f"{name}-sft"
+def run_warm_up(seed: int, name: str, output_dir: Path, threads: int, env: dict, extra=(), suffix: str = "sft") -> dict:
+    """Run the SFT of one seed (into ``<output_dir>/<name>-<suffix>/``) to the end; return where its
+    model is and what it cost. Its training time counts against the seed's budget (evaluations do
+    not, as for PPO)."""
+    run_name = f"{name}-{suffix}"
     log = output_dir / f"{run_name}.log"
     cmd = sft_command(seed, run_name, str(output_dir), threads, extra)
     print(f"seed {seed}: {' '.join(cmd[1:])}  (log: {log})", flush=True)
@@ -224,6 +231,26 @@ def run_sft_full(args, output_dir: Path, threads: int) -> dict:
         seeds.append({"seed": seed, **warm})
     means = {name: {"mean": float(np.mean([s["pass_after"][name] for s in seeds]))} for name in seeds[0]["pass_after"]}
     return {"arm": arm, "minutes": args.minutes, "threads_per_run": threads, "seeds": seeds, "summary": means}
+
+
+def run_sft_continue(args, output_dir: Path, threads: int) -> dict:
+    """Design (h)'s SFT arm: the 200-demo warm-up (the same as PPO's, ``--sft``), then SFT from the
+    warm-up's model (``sft --model DIR``) on every train demonstration of ``--train-families`` for
+    the rest of the budget: the warm-up's training minutes are taken out of it, as the PPO arm does."""
+    seeds = []
+    for seed in args.seeds:
+        env = child.child_env(threads, COURSE_THREADS=str(threads))
+        name = f"sft_continue-seed{seed}"
+        warm = run_warm_up(seed, name, output_dir, threads, env)
+        left = args.minutes - warm["train_minutes"]
+        if left <= 0:
+            raise RuntimeError(f"seed {seed}: the warm-up spent {warm['train_minutes']:.1f} of {args.minutes:g} minutes")
+        more = run_warm_up(seed, name, output_dir, threads, env, suffix="continue",
+                           extra=["--model", warm["model"], *sft_full_args(args.train_families),
+                                  "--max-train-minutes", round(left, 4), "--eval-every", retention_arms.SFT_EVAL_EVERY])
+        seeds.append({"seed": seed, "sft": warm, **more, "minutes_left_after_warm_up": left})
+    means = {name: {"mean": float(np.mean([s["pass_after"][name] for s in seeds]))} for name in seeds[0]["pass_after"]}
+    return {"arm": "sft_continue", "minutes": args.minutes, "threads_per_run": threads, "seeds": seeds, "summary": means}
 
 
 def child_command(config: str, seed: int, run_name: str, output_dir: str, minutes: float, threads: int,
@@ -283,7 +310,36 @@ def build_parser() -> argparse.ArgumentParser:
                         "the passing ones added to the data (0: off)")
     p.add_argument("--resample-every", type=int, default=25, metavar="STEPS",
                    help="SFT steps between two rounds of self-sampling (default: 25)")
+    p.add_argument("--train-families", nargs="+", default=[], metavar="FAMILY",
+                   help="design (h), retention: after the warm-up, train on these families only and evaluate on "
+                        "every family; with --sft (PPO) or --sft-continue (SFT). Then the gain, the change on the "
+                        "other families and the forward KL from the warm-up are measured per seed")
+    p.add_argument("--sft-continue", action="store_true",
+                   help="design (h)'s SFT arm: the warm-up, then SFT from its model on the train demonstrations "
+                        "of --train-families for the rest of the budget")
+    p.add_argument("--kl-samples", type=int, default=4, metavar="K",
+                   help="with --train-families: answers sampled from the warm-up per test prompt for the KL (default: 4)")
     return p
+
+
+def check_retention_flags(args) -> None:
+    """Design (h)'s flags: known families, a subset that leaves others to measure, and an arm to run."""
+    from course_utils import tasks
+
+    unknown = sorted(set(args.train_families) - set(tasks.TASK_FAMILIES))
+    if unknown:
+        raise SystemExit(f"--train-families: unknown families {unknown}; choose from {', '.join(tasks.TASK_FAMILIES)}")
+    if args.train_families and set(args.train_families) == set(tasks.TASK_FAMILIES):
+        raise SystemExit("--train-families names every family: no family is left to measure forgetting on")
+    if args.sft_continue and not args.train_families:
+        raise SystemExit("--sft-continue is design (h)'s SFT arm: name the families it trains on with --train-families")
+    if args.train_families and [args.sft, args.sft_continue, args.sft_full].count(True) != 1 \
+            or args.train_families and args.sft_full:
+        raise SystemExit("--train-families needs one arm: --sft (warm-up + PPO) or --sft-continue (warm-up + SFT)")
+    if args.sft_continue and (args.demo_families or args.demo_noise or args.demo_filter or args.self_samples):
+        raise SystemExit("--sft-continue starts from the plain 200-demo warm-up: drop the demonstration flags")
+    if args.kl_samples < 1:
+        raise SystemExit("--kl-samples must be >= 1")
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -303,9 +359,10 @@ def main(argv: list[str] | None = None) -> dict:
     unknown = sorted(set(args.demo_families) - set(tasks.TASK_FAMILIES))
     if unknown:
         raise SystemExit(f"--demo-families: unknown families {unknown}; choose from {', '.join(tasks.TASK_FAMILIES)}")
+    check_retention_flags(args)
     sft_only = [flag for flag, on in (("--demo-families", args.demo_families), ("--demo-noise", args.demo_noise),
                                       ("--demo-filter", args.demo_filter), ("--self-samples", args.self_samples)) if on]
-    if sft_only and not (args.sft or args.sft_full):
+    if sft_only and not (args.sft or args.sft_full or args.sft_continue):
         raise SystemExit(f"{sft_only[0]} applies to the SFT: add --sft (warm-up + PPO) or --sft-full (SFT alone)")
     if not 0.0 <= args.demo_noise <= 1.0 or args.self_samples < 0 or args.resample_every < 1:
         raise SystemExit("--demo-noise must be in [0, 1], --self-samples >= 0 and --resample-every >= 1")
@@ -313,12 +370,13 @@ def main(argv: list[str] | None = None) -> dict:
     output_dir = safe_files.check_writable(out.parent / "learning", "choose another --out")  # before an hour of runs
     cores = os.cpu_count() or 1
     threads = max(1, cores // args.parallel)
-    if args.sft_full:
-        report = {**run_sft_full(args, output_dir, threads), "demo_families": args.demo_families,
-                  **teacher_settings(args), "machine": machine_info(), "versions": package_versions()}
+    if args.sft_full or args.sft_continue:
+        arm = run_sft_continue(args, output_dir, threads) if args.sft_continue else run_sft_full(args, output_dir, threads)
+        report = {**arm, "demo_families": args.demo_families, **teacher_settings(args),
+                  "train_families": args.train_families, "machine": machine_info(), "versions": package_versions()}
         safe_files.write_json(out, report)
-        print(f"SFT for the whole budget: {report['summary']}\nwrote {out}")
-        return report
+        print(f"{report['arm']} (SFT for the whole budget): {report['summary']}\nwrote {out}")
+        return add_retention(report, args, out)
     base = Path(args.config).stem
     machine = machine_info()
     started = time.perf_counter()
@@ -339,6 +397,8 @@ def main(argv: list[str] | None = None) -> dict:
                                              [*demo_family_args(args.demo_families), *teacher_args(args)])
                 minutes = args.minutes - warm_ups[seed]["train_minutes"]
                 extra.append(f"model={warm_ups[seed]['model']}")
+            if args.train_families:
+                extra += retention_arms.ppo_overrides(args.train_families)
             cmd = child_command(args.config, seed, name, str(output_dir), minutes, threads, extra)
             print(f"seed {seed}: {' '.join(cmd[1:])}  (log: {log})", flush=True)
             proc = child.start_child(cmd, log, env=env)
@@ -366,6 +426,7 @@ def main(argv: list[str] | None = None) -> dict:
         "overrides": args.set,
         "sft_warm_up": args.sft,
         "demo_families": args.demo_families,
+        "train_families": args.train_families,
         **teacher_settings(args),
         "minutes": args.minutes,
         "parallel": args.parallel,
@@ -389,6 +450,23 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"wrote {out}")
     if failures:
         raise SystemExit(f"{len(failures)} seed(s) failed: {failures}")
+    return add_retention(report, args, out)
+
+
+def add_retention(report: dict, args, out: Path) -> dict:
+    """Design (h): once the arm's JSON is safe on disk, measure each seed's gain, change and KL from
+    the warm-up (``retention_arms.measure_arm``) and write the JSON again with them under "retention"."""
+    if not args.train_families:
+        return report
+    print(f"measuring retention: per-family pass rates on test and KL from the warm-up ({args.kl_samples} "
+          "answers per prompt)", flush=True)
+    report["retention"] = retention_arms.measure_arm(report, args.train_families, args.kl_samples)
+    safe_files.write_json(out, report)
+    for s in report["retention"]["seeds"]:
+        print(f"  seed {s['seed']}: trained {s['gain_trained']:+.1f} points, others {s['change_others']:+.1f}, "
+              f"KL trained {s['kl_from_start']['trained']['kl_per_answer']:.3f} nats, "
+              f"others {s['kl_from_start']['others']['kl_per_answer']:.3f}")
+    print(f"wrote {out}")
     return report
 
 

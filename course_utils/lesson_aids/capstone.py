@@ -262,3 +262,41 @@ def plot_noise_crossover(levels: Mapping[str, Mapping[float, Sequence[float]]], 
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
+
+
+RETENTION_ARM_LABELS = {
+    "sft_continue_retention": "warm-up + SFT on the trained families",
+    "sft_ppo_checker_retention": "warm-up + PPO (checker) on the trained families",
+}
+
+
+def plot_retention(design: Mapping) -> Figure:
+    """Design (h): gain on the trained families (x, points) against the change on the other
+    families (y, points; below 0: forgotten), both measured from each seed's warm-up. One dot per
+    seed and arm, the arm's mean ± SE as a square with error bars; each run's evaluations along its
+    training as a thin line from (0, 0) (``design["arms"][arm]["curves"]``): where the two arms' paths
+    reach the same gain, their heights compare forgetting at equal gain. The dashed line is half of
+    SFT's mean loss: the issue's target puts PPO above it at SFT's gain."""
+    fig = Figure(figsize=(6.5, 4.2))
+    ax = fig.subplots()
+    for i, (arm, label) in enumerate((a, l) for a, l in RETENTION_ARM_LABELS.items() if a in design["arms"]):
+        sets, color = design["arms"][arm], f"C{i}"
+        for curve in sets.get("curves", []):
+            ax.plot([p["gain_trained"] for p in curve], [p["change_others"] for p in curve], "-", color=color,
+                    lw=0.8, alpha=0.4)
+        ax.plot(sets["gain_trained"], sets["change_others"], "o", color=color, alpha=0.7)
+        (gx, gse), (cy, cse) = mean_se(sets["gain_trained"]), mean_se(sets["change_others"])
+        ax.errorbar([gx], [cy], xerr=[gse], yerr=[cse], fmt="s", color=color, ms=7, capsize=4,
+                    label=f"{label}: {gx:+.0f} / {cy:+.0f}")
+    sft = design["arms"].get("sft_continue_retention")
+    if sft and np.mean(sft["change_others"]) < 0:
+        half = np.mean(sft["change_others"]) / 2
+        ax.axhline(half, color="0.4", ls="--", lw=1, label=f"half of SFT's loss ({half:+.1f})")
+    ax.axhline(0, color="0.6", lw=1)
+    ax.axvline(0, color="0.6", lw=1)
+    ax.set(xlabel="gain on the trained families (points)", ylabel="change on the other families (points)",
+           title="design (h): what training on some tasks costs the others (dots: seeds)")
+    ax.legend(fontsize=7, loc="lower left")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig

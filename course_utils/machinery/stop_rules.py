@@ -72,6 +72,12 @@ def check_update(m: dict, config, streaks: Streaks) -> tuple[StopSignal | None, 
     return None, streaks
 
 
+def target_pass_rate(evaluation: dict) -> float:
+    """The held-out pass rate of what is trained: ``pass_rate_trained`` when the evaluation also covers
+    families that are not trained (``eval_families``), else ``pass_rate``."""
+    return evaluation.get("pass_rate_trained", evaluation["pass_rate"])
+
+
 def check_heldout(history: list[dict], evals: list[dict], config, streaks: Streaks) -> tuple[StopSignal | None, Streaks]:
     """Reward up while the held-out pass rate does not improve: the reward is being gamed.
 
@@ -79,15 +85,16 @@ def check_heldout(history: list[dict], evals: list[dict], config, streaks: Strea
     (``pass_rate`` is read; the last one is the newest)."""
     if config.stop_hacking_patience <= 0 or len(evals) < 2:
         return None, streaks
-    best_before = max(e["pass_rate"] for e in evals[:-1])
+    # Only the trained families' pass rate: forgetting on the others is not the reward being gamed.
+    best_before = max(target_pass_rate(e) for e in evals[:-1])
     recent = [h["score"] for h in history[-config.eval_every:]]
     early = [h["score"] for h in history[:config.eval_every]]
     reward_rose = np.mean(recent) > np.mean(early)
-    hacking = streaks.hacking + 1 if reward_rose and evals[-1]["pass_rate"] <= best_before else 0
+    hacking = streaks.hacking + 1 if reward_rose and target_pass_rate(evals[-1]) <= best_before else 0
     streaks = replace(streaks, hacking=hacking)
     if hacking >= config.stop_hacking_patience:
         return StopSignal("reward_without_heldout_gain",
                           f"training score rose {np.mean(early):.3f} -> {np.mean(recent):.3f} but held-out pass "
-                          f"rate {evals[-1]['pass_rate']:.2f} has not beaten {best_before:.2f} "
+                          f"rate {target_pass_rate(evals[-1]):.2f} has not beaten {best_before:.2f} "
                           f"for {hacking} evaluations"), streaks
     return None, streaks

@@ -40,6 +40,19 @@ mistake is the majority answer). Each arm is added on its own, as it finishes (t
     noisy warm-up as sft_warm_up)
 
 Arms land in when_ppo_wins.json under designs.f_noisy_teacher.arms["<kind>@<RATE>"][set] (per seed, percent).
+
+Design (h), retention. From the same 200-demo warm-up, PPO (checker) and SFT spend the rest of the 15
+minutes on FAM only (chosen on the validation split by retention/select_on_validation.py); each arm
+measures per seed every family's test pass rate and KL(pi_start || pi) from the warm-up (retention/run_*.sh):
+
+    python -m course_utils bench-learning --config configs/cpu_sft.yaml --sft --train-families $FAM --out <dir>/ppo.json
+    python -m course_utils bench-learning --sft-continue --train-families $FAM --out <dir>/sft.json
+    python runs/example/designs/assemble_designs.py --retention-arm sft_ppo_checker <dir>/ppo.json
+    python runs/example/designs/assemble_designs.py --retention-arm sft_continue <dir>/sft.json
+
+Arms land under designs.h_retention.arms["<kind>_retention"][set] (per seed): test_trained, test_others,
+test (percent, after), start_test_trained/start_test_others (the warm-up), gain_trained/change_others
+(points), kl_trained/kl_others (nats per answer); with both arms, ppo_minus_sft_paired (by seed).
 """
 
 from __future__ import annotations
@@ -230,6 +243,85 @@ def add_noisy_arm(report: dict, kind: str, rate: float, bench_json: Path, extend
     return design
 
 
+RETENTION_KINDS = ("sft_ppo_checker", "sft_continue")
+"""Design (h)'s arms: PPO on the checker from the warm-up (bench-learning --sft --train-families) and
+SFT continued from the warm-up (bench-learning --sft-continue --train-families)."""
+
+
+def retention_arm(kind: str, bench_json: Path) -> tuple[list[str], dict]:
+    """One finished arm of design (h) from its bench JSON (with the "retention" block that
+    bench-learning measured): ``(train families, {set: per seed})`` with the sets ``test_trained``,
+    ``test_others`` and ``test`` (after), ``start_test_trained``/``start_test_others`` (its warm-up),
+    ``gain_trained``/``change_others`` (points) and ``kl_trained``/``kl_others`` (nats per answer,
+    KL(π_start ‖ π)); each run's logs are kept under learning/."""
+    bench = json.loads(bench_json.read_text())
+    if (bench.get("arm") == "sft_continue") != (kind == "sft_continue") or "retention" not in bench:
+        raise SystemExit(f"{bench_json} is not a finished {kind} arm of design (h) (no 'retention' block, or another arm)")
+    measured = bench["retention"]
+    trained = measured["train_families"]
+    arm: dict[str, list] = {}
+    for run, seed in zip(bench["seeds"], measured["seeds"]):
+        others = sorted(set(seed["after"]) - set(trained))
+        values = {"test_trained": share(seed["after"], trained), "test_others": share(seed["after"], others),
+                  "test": share(seed["after"], sorted(seed["after"])),
+                  "start_test_trained": share(seed["before"], trained), "start_test_others": share(seed["before"], others),
+                  "gain_trained": seed["gain_trained"], "change_others": seed["change_others"],
+                  "kl_trained": seed["kl_from_start"]["trained"]["kl_per_answer"],
+                  "kl_others": seed["kl_from_start"]["others"]["kl_per_answer"], "seeds": seed["seed"]}
+        for key, value in values.items():
+            arm.setdefault(key, []).append(value)
+        arm.setdefault("curves", []).append(seed["curve"])  # gain and change along the run
+        if kind == "sft_continue":
+            arm.setdefault("sft_steps", []).append(run["steps"])
+            folder, warm = Path(run["model"]).parent, Path(run["sft"]["model"]).parent
+        else:
+            arm.setdefault("ppo_updates", []).append(run["updates"])
+            folder, warm = Path(run["run_dir"]), Path(run["sft"]["model"]).parent
+        keep_run(folder, f"h_{kind}-seed{seed['seed']}", warm)
+    return trained, arm
+
+
+def add_retention_arm(report: dict, kind: str, bench_json: Path) -> dict:
+    trained, arm = retention_arm(kind, bench_json)
+    design = report["designs"].setdefault("h_retention", {"train_families": trained, "arms": {}})
+    if design["train_families"] != trained:
+        raise SystemExit(f"{bench_json} trained {trained}, but design (h) holds arms trained on {design['train_families']}")
+    design["what"] = ("from the same 200-demo SFT warm-up, PPO (checker) and SFT spend the rest of the 15 minutes on "
+                      f"{', '.join(trained)} only; test pass rates of those (trained) and of the other families, and "
+                      "KL(pi_start || pi) in nats per answer on each group's test prompts")
+    design["arms"][f"{kind}_retention"] = arm
+    selection = HERE / "retention" / "selection_validation.json"
+    if selection.is_file():  # how the trained families were chosen (validation split)
+        picked = json.loads(selection.read_text())
+        design["selection_on_validation"] = {k: picked[k] for k in ("rule", "greedy", "pass_at_16", "train_families")}
+    per_seed = [k for k in arm if k not in ("seeds", "curves", "sft_steps", "ppo_updates")]
+    design["summary"] = {name: {k: mean_se(a[k]) for k in per_seed if k in a} for name, a in design["arms"].items()}
+    if {"sft_ppo_checker_retention", "sft_continue_retention"} <= set(design["arms"]):
+        ppo, sft_arm = design["arms"]["sft_ppo_checker_retention"], design["arms"]["sft_continue_retention"]
+        if ppo["seeds"] == sft_arm["seeds"]:  # paired by seed: the same warm-up seed
+            design["ppo_minus_sft_paired"] = {k: mean_se(list(np.subtract(ppo[k], sft_arm[k])))
+                                              for k in ("gain_trained", "change_others", "kl_trained", "kl_others")}
+            design["at_equal_gain"] = at_equal_gain(ppo, sft_arm)
+    return design
+
+
+def at_equal_gain(ppo: dict, sft_arm: dict) -> dict:
+    """Per seed, both arms' change on the other families where their paths first reach the same gain
+    on the trained ones (the smaller of the two final gains; retention.change_at_gain), and whether
+    PPO kept at least half of the points SFT lost there (the issue's target; None where SFT lost none)."""
+    from course_utils.retention import change_at_gain
+
+    out: dict[str, list] = {"gain": [], "ppo_change": [], "sft_change": [], "ppo_keeps_half": []}
+    for ppo_curve, sft_curve in zip(ppo["curves"], sft_arm["curves"]):
+        gain = min(ppo_curve[-1]["gain_trained"], sft_curve[-1]["gain_trained"])
+        p, q = (change_at_gain(ppo_curve, gain), change_at_gain(sft_curve, gain)) if gain > 0 else (None, None)
+        out["gain"].append(gain)
+        out["ppo_change"].append(p)
+        out["sft_change"].append(q)
+        out["ppo_keeps_half"].append(None if p is None or q is None or q >= 0 else bool(p >= q / 2))
+    return out
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--nodemo-ppo", type=Path)
@@ -237,11 +329,18 @@ def main(argv=None) -> dict:
     p.add_argument("--nodemo-filtered", type=Path)
     p.add_argument("--noisy-arm", nargs=3, metavar=("KIND", "RATE", "BENCH_JSON"),
                    help=f"add one arm of design (f); KIND is one of {', '.join(NOISY_KINDS)}")
+    p.add_argument("--retention-arm", nargs=2, metavar=("KIND", "BENCH_JSON"),
+                   help=f"add one arm of design (h); KIND is one of {', '.join(RETENTION_KINDS)}")
     p.add_argument("--add-seeds", action="store_true",
                    help="with --noisy-arm: add this run's seeds to the arm already in the report (else it is replaced)")
     args = p.parse_args(argv)
     report = json.loads(OUT.read_text()) if OUT.is_file() else {"designs": {}}
-    if args.noisy_arm:
+    if args.retention_arm:
+        kind, bench_json = args.retention_arm
+        if kind not in RETENTION_KINDS:
+            raise SystemExit(f"unknown arm kind {kind!r}; choose one of {', '.join(RETENTION_KINDS)}")
+        summary = add_retention_arm(report, kind, Path(bench_json))["summary"]
+    elif args.noisy_arm:
         kind, rate, bench_json = args.noisy_arm
         if kind not in NOISY_KINDS:
             raise SystemExit(f"unknown arm kind {kind!r}; choose one of {', '.join(NOISY_KINDS)}")
