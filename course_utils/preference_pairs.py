@@ -197,6 +197,27 @@ def wrong_answers(prompt_record, seed: int = DEFAULT_SEED) -> dict[str, str]:
     return WRONG_ANSWERS[p.family](p, random.Random(f"course-pairs-{seed}-{p.id}"))
 
 
+FOREIGN_FORMAT_KINDS = ("foreign_brackets", "foreign_commas", "foreign_json")
+
+
+def foreign_format_answers(prompt_record) -> dict[str, str]:
+    """The right content written in *another* family's format, {kind: text}: a probe for the reward-model
+    sweep only. ``wrong_answers`` holds mistakes within the prompt's own family, and ``make_preference_pairs``
+    draws from it, so these stay out of it: adding them there would change the training pairs.
+
+        foreign_brackets   bridge flag sugar -> [bridge flag sugar]       (bracket_word's format)
+        foreign_commas     bridge flag sugar -> bridge,flag,sugar         (comma_no_spaces'; several words only)
+        foreign_json       RESULT: 64 -> {"answer": "RESULT: 64"}         (a JSON wrapper)
+    """
+    p = as_prompt(prompt_record)
+    t = p.target
+    out = {"foreign_brackets": f"[{t}]"}
+    if len(t.split()) > 1:  # one word joined with commas is the word itself: the right answer
+        out["foreign_commas"] = ",".join(t.split())
+    out["foreign_json"] = json.dumps({"answer": t})
+    return out
+
+
 def pairs_for_prompt(index_in_family: int) -> int:
     """How many pairs the index-th prompt of a family gets: 3, or 4 for 3 of every 10."""
     extra, every = EXTRA_PAIR_EVERY

@@ -256,6 +256,13 @@ def sampled_pass_rates(bundle, records: list, samples: int = 16, max_new_tokens:
                            for f, v in sorted(per_family.items())}}
 
 
+def held_out_records(config: SFTConfig, split: str | None = None) -> list:
+    """The held-out prompts ``train_sft`` evaluates on ``split`` (default ``config.eval_split``), in the order of
+    its metrics' ``answers``: the first ``eval_prompts`` taken round-robin across families."""
+    from course_utils.trainer import balanced_subset
+    return balanced_subset(tasks.load_split(split or config.eval_split), config.eval_prompts)
+
+
 def train_sft(config: SFTConfig, progress: bool = True) -> dict:
     """Warm up ``config.model`` on demonstrations; save the merged model; return the metrics
     (``before``/``after``: the pass rates on ``eval_split`` and on its unseen phrasings)."""
@@ -274,7 +281,7 @@ def train_sft(config: SFTConfig, progress: bool = True) -> dict:
     bundle = models.load_bundle(config.model, lora=lora, device=device, seed=config.seed)
     policy, tokenizer = bundle.policy, bundle.tokenizer
     eos_id = stop_token_ids(tokenizer, policy.base_model)[0]
-    held_out = {name: balanced_subset(tasks.load_split(name), config.eval_prompts)
+    held_out = {name: held_out_records(config, name)
                 for name in (config.eval_split, tasks.UNSEEN_SPLIT)}  # the same prompts, asked anew
     before = {name: pass_rates(bundle, records, config.max_new_tokens) for name, records in held_out.items()}
 

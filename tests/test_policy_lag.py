@@ -299,7 +299,14 @@ def test_lag_plot_draws_each_run_as_given():
     fig = pl.plot_lag_vs_epoch({"no limit": rows, "age 4": rows[:2]}, cliprange=0.2)
     lines = {line.get_gid(): line for ax in fig.get_axes() for line in ax.get_lines()}
     assert list(lines["clipfrac: no limit"].get_ydata()) == [r["clipfrac"] for r in rows]
-    assert list(lines["approx_kl: age 4"].get_xdata()) == [0, 1]
+    # approximate KL on a log axis: epoch 0's zero is left out, a KL 1000 times smaller still shows
+    assert list(lines["approx_kl: age 4"].get_xdata()) == [1]
+    kl_axis = next(ax for ax in fig.get_axes() if "approx_kl: no limit" in [ln.get_gid() for ln in ax.get_lines()])
+    assert kl_axis.get_yscale() == "log" and "log scale" in kl_axis.get_ylabel()
+    small = [{**r, "approx_kl": r["approx_kl"] / 1000} for r in rows]
+    fig = pl.plot_lag_vs_epoch({"preset": rows, "small lr": small})
+    lines = {line.get_gid(): line for ax in fig.get_axes() for line in ax.get_lines()}
+    assert list(lines["approx_kl: small lr"].get_ydata()) == [r["approx_kl"] for r in small[1:]]
     with pytest.raises(ValueError, match="needs per-epoch rows"):
         pl.plot_lag_vs_epoch({"broken": [{"epoch": 0}]})
     with pytest.raises(ValueError, match="runs is empty"):

@@ -55,12 +55,27 @@ def test_the_loss_reads_the_answer_and_its_eos_never_the_prompt(tiny_model_dir):
     assert torch.allclose(sft.sft_loss(bundle.policy, batch), expected)
 
 
+def test_held_out_records_are_the_evaluated_prompts_round_robin_over_families():
+    config = sft.SFTConfig(eval_prompts=2 * len(tasks.TASK_FAMILIES))
+    records = sft.held_out_records(config)
+    assert len(records) == config.eval_prompts and {r.split for r in records} == {config.eval_split}
+    assert {r.family for r in records[:len(tasks.TASK_FAMILIES)]} == set(tasks.TASK_FAMILIES)
+    unseen = sft.held_out_records(config, tasks.UNSEEN_SPLIT)
+    assert [r.target for r in unseen] == [r.target for r in records]  # the same prompts, asked anew
+
+
 def test_a_warm_up_saves_a_model_that_ppo_starts_from_and_anchors_to(tmp_path):
     config = sft.SFTConfig(model=hub.TINY_MODEL, demos=8, epochs=2, batch_size=8, learning_rate=5e-3, eval_prompts=10,
                            max_new_tokens=4, output_dir=str(tmp_path), run_name="sft", threads=2, lora_rank=4,
                            lora_alpha=8)
     metrics = sft.train_sft(config, progress=False)
     assert metrics["steps"] == 2 and metrics["loss"][1] < metrics["loss"][0]  # the same batch twice
+    # The stored answers line up with held_out_records (week 6a reads them back prompt by prompt).
+    for split, evaluated in metrics["after"].items():
+        records = sft.held_out_records(config, split)
+        assert len(records) == len(evaluated["answers"]) == 10
+        verdicts = [tasks.check(r, a).passed for r, a in zip(records, evaluated["answers"])]
+        assert sum(verdicts) / len(verdicts) == pytest.approx(evaluated["pass_rate"])
     folder = tmp_path / "sft" / "model"
     assert (folder / "config.json").is_file() and (tmp_path / "sft" / "report.md").is_file()
 

@@ -467,6 +467,20 @@ def test_pairs_cover_the_issues_kinds_in_every_split_and_stay_balanced(pairs):
             assert max(per_kind.values()) - min(per_kind.values()) <= 1, (split, name, per_kind)
 
 
+def test_foreign_format_answers_all_fail_and_stay_out_of_the_training_pairs(pairs, splits):
+    for prompts in splits.values():
+        for p in prompts:
+            foreign = pp.foreign_format_answers(p)
+            assert set(foreign) <= set(pp.FOREIGN_FORMAT_KINDS) and {"foreign_brackets", "foreign_json"} <= set(foreign)
+            assert not set(foreign) & set(pp.wrong_answers(p)), p.family  # a sweep-only kind, not a pair kind
+            for kind, text in foreign.items():
+                assert not tasks.check(p, text).passed, (p.family, kind, text)
+    assert pp.foreign_format_answers(splits["test"][0])["foreign_brackets"] == f"[{splits['test'][0].target}]"
+    # The pairs the reward model trains on are still the committed ones.
+    committed = tasks.default_data_dir() / "pairs_train.jsonl"
+    assert [json.loads(line) for line in committed.read_text().splitlines()] == pairs["train"]
+
+
 def test_pairs_do_not_depend_on_the_order_of_prompts(splits):
     prompts = splits["validation"]
     a = pp.make_preference_pairs(prompts)

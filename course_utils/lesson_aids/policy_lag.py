@@ -270,6 +270,10 @@ def plot_lag_vs_epoch(runs: Mapping[str, Sequence[dict]], cliprange: float | Non
     ``approx_kl``, ``ratio_std`` and ``effective_sample_fraction``), e.g. the same batch with and
     without a maximum rollout age. ``cliprange`` (optional) is noted on the clip-fraction panel.
     Lines carry the gid ``"<quantity>: <label>"``.
+
+    The approximate KL is drawn on a log axis: runs at different learning rates differ by orders of
+    magnitude, and a small one would lie flat on zero on a linear axis. Its zero points (epoch 0, before
+    any step, where π_θ is π_old) have no place on that axis and are left out.
     """
     if not runs:
         raise ValueError("runs is empty: give at least one label -> per-epoch rows")
@@ -285,10 +289,15 @@ def plot_lag_vs_epoch(runs: Mapping[str, Sequence[dict]], cliprange: float | Non
                 raise ValueError(f"run {label!r} needs per-epoch rows with 'epoch' and {key!r}")
             x = [row["epoch"] for row in rows]
             y = [row[key] for row in rows]
+            if key == "approx_kl":  # k3 is >= 0; its zeros cannot sit on the log axis
+                x, y = [e for e, v in zip(x, y) if v > 0], [v for v in y if v > 0]
             (line,) = ax.plot(x, y, marker="o", ms=3, ls="-" if i == 0 else "--", label=label)
             line.set_gid(f"{key}: {label}")
         ax.set_title(title + (f" (ε = {cliprange})" if key == "clipfrac" and cliprange else ""), fontsize=10)
         ax.set_xlabel("epochs on the same batch")
         ax.set_ylabel(ylabel)
+        if key == "approx_kl":
+            ax.set_yscale("log")
+            ax.set_ylabel(ylabel + " (log scale)")
     axes[0][0].legend(fontsize=8)
     return fig

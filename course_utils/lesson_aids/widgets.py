@@ -337,7 +337,7 @@ def signal_view(p: float, batch_size: int = 16):
 def signal_text(summary: dict) -> str:
     return (f"p = {summary['p']:.2f}: p(1-p) = {summary['signal']:.4f}; {summary['expected_passes']:.2f} passes "
             f"expected in a batch of {summary['batch_size']}; {summary['no_pass']:.1%} of such batches have no pass "
-            "at all (every advantage 0)")
+            "at all (no advantage points towards a pass)")
 
 
 def signal_widget(p: float = 0.02, batch_size: int = 16):
