@@ -101,11 +101,13 @@ def test_noise_levels_regroup_design_f_by_arm_kind_and_rate():
     assert levels == {"sft_full": {0.25: [60, 62], 0.75: [16, 26, 25]}, "sft_ppo_checker": {0.75: [45, 49]}}
     assert list(levels["sft_full"]) == [0.25, 0.75]  # sorted by rate, whatever order the arms were added in
     assert capstone.noise_levels(design, "test_unseen")["sft_warm_up"] == {0.75: [6, 16]}
-    clean = {"sft_full": {"test": [74, 75, 74]}, "sft": {"test": [45, 46, 46]}, "sft_ppo_checker": {"test": [55, 56]}}
+    clean = {"sft_full": {"test": [74, 75, 74]}, "sft": {"test": [45, 46, 46]}, "sft_ppo_checker": {"test": [55, 56]},
+             "sft_ppo_learned_rm": {"test": [41, 29]}, "sft_ppo_learned_rm_kl0.2": {"test": [51, 50]}}
     with_clean = capstone.noise_levels(design, clean_arms=clean)
     assert with_clean["sft_full"] == {0.0: [74, 75, 74], 0.25: [60, 62], 0.75: [16, 26, 25]}
     assert with_clean["sft_filtered"] == {0.0: [74, 75, 74]}  # nothing to filter at noise 0: the same arm
     assert with_clean["sft_warm_up"] == {0.0: [45, 46, 46]}
+    assert with_clean["sft_ppo_learned_rm"] == {0.0: [51, 50]}  # the beta = 0.2 arm, as design (f) ran it
 
 
 def test_noise_crossover_draws_one_line_per_arm_at_its_measured_rates():

@@ -216,7 +216,10 @@ NOISY_ARM_LABELS = {
 # There the checker filters nothing out and no prompt lacks a passing demonstration, so filtered
 # SFT is SFT on all 400 demonstrations: the pipeline's sft_full arm stands for both.
 CLEAN_ARMS = {"sft_full": "sft_full", "sft_filtered": "sft_full", "sft_ppo_checker": "sft_ppo_checker",
-              "sft_warm_up": "sft"}
+              "sft_ppo_learned_rm": "sft_ppo_learned_rm_kl0.2", "sft_warm_up": "sft"}
+"""Each design (f) kind's arm at noise 0 in the pipeline: filtered SFT filters nothing there (the SFT
+control), and PPO on the learned reward model ran at beta = 0.2 in design (f), so its clean point is the
+pipeline's beta = 0.2 arm."""
 
 
 def noise_levels(design: Mapping, held_out: str = "test",
