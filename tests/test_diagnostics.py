@@ -282,7 +282,8 @@ def test_plot_reward_vs_heldout_has_both_panels():
 def test_a_mean_reward_equal_to_the_pass_rate_stays_visible_and_says_so():
     import matplotlib.pyplot as plt
 
-    evals = [{"update": 0, "pass_rate": 0.1, "mean_reward": 0.1}, {"update": 3, "pass_rate": 0.3, "mean_reward": 0.3}]
+    # The trainer averages the rewards in float32: equal up to its rounding.
+    evals = [{"update": 0, "pass_rate": 0.1, "mean_reward": 0.10000000149}, {"update": 3, "pass_rate": 0.3, "mean_reward": 0.3}]
     fig = dg.plot_reward_vs_heldout(history(), evals)
     score, pass_rate, reward = fig.axes[0].lines
     # Drawn after (above) the pass rate, dashed, with open markers: both lines show where they coincide.
@@ -478,8 +479,8 @@ def test_a_ratio_spike_is_cut_at_the_ceiling_and_written_out():
     ratio_panel = fig.axes[2]
     assert ratio_panel.get_ylim()[1] == pytest.approx(5.0)
     assert [t.get_text() for t in ratio_panel.texts] == ["spiky: up to 48 (update 4), off the axis"]
-    # The calm run alone keeps the log axis's own range.
-    assert dg.plot_trust_region({"calm": calm}).axes[2].get_ylim()[1] < 5.0
+    # The calm run alone is not cut: nothing written.
+    assert len(dg.plot_trust_region({"calm": calm}).axes[2].texts) == 0
 
 
 

@@ -175,7 +175,8 @@ def plot_reward_vs_heldout(history: Sequence[dict], evals: Sequence[dict], stop_
         left.plot(e_steps, pass_rate, "D-", color="tab:green", lw=2, label="held-out pass rate")
         # Drawn on top, dashed with open markers: under the checker's pass/fail reward it is the pass
         # rate itself, and a solid line would hide one of the two.
-        same = all(math.isclose(r, p, abs_tol=1e-9) for r, p in zip(mean_reward, pass_rate))
+        # The trainer averages the rewards in float32: equal up to its rounding.
+        same = all(math.isclose(r, p, abs_tol=1e-6) for r, p in zip(mean_reward, pass_rate))
         left.plot(e_steps, mean_reward, "s--", color="tab:purple", mfc="none", ms=7, zorder=3,
                   label="held-out mean reward" + (" (= pass rate at every evaluation)" if same else ""))
     left.set_xlabel("update")
