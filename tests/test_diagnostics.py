@@ -240,13 +240,32 @@ def test_every_logged_group_key_is_a_metric_the_trainer_writes():
     assert not missing, missing
 
 
-def test_plot_log_bundle_draws_one_panel_per_present_metric():
+def test_plot_log_bundle_draws_one_panel_per_read_metric_that_was_logged():
     import matplotlib.pyplot as plt
 
-    fig = dg.plot_log_bundle(history(), columns=3)
+    # history() logs four metrics; all four are in READ_TOGETHER, and the four columns hold them in one row.
+    fig = dg.plot_log_bundle(history())
     visible = [ax for ax in fig.axes if ax.axison]
-    assert len(visible) == 4
+    assert len(fig.axes) == 4 and len(visible) == 4
+    assert [ax.get_title(loc="left").split()[0] for ax in visible] == [
+        k for k in dg.READ_TOGETHER if k in history()[0]]
     plt.close(fig)
+    # A full log (every metric of every group) still draws only the metrics read together, not one per metric.
+    full = [{"update": u, **{k: float(u) for keys in dg.LOG_GROUPS.values() for k in keys}} for u in (1, 2)]
+    fig = dg.plot_log_bundle(full)
+    assert len([ax for ax in fig.axes if ax.axison]) == len(dg.READ_TOGETHER) == 8 and len(fig.axes) == 8
+    plt.close(fig)
+    fig = dg.plot_log_bundle(full, metrics=["grad_norm", "eos_rate", "not_logged"], columns=2)
+    assert [ax.get_title(loc="left") for ax in fig.axes if ax.axison] == ["grad_norm (health)", "eos_rate (responses)"]
+    plt.close(fig)
+
+
+def test_constant_metrics_are_the_rows_whose_min_is_their_max():
+    logs = [{"update": 1, "score": 0.1, "kl_coef": 0.05, "nonfinite_steps": 0, "learning_rate": 2e-4},
+            {"update": 2, "score": 0.3, "kl_coef": 0.05, "nonfinite_steps": 0, "learning_rate": 1e-4}]
+    assert dg.constant_metrics(dg.log_bundle_summary(logs)) == {"kl_coef": 0.05, "nonfinite_steps": 0.0}
+    # A metric that was never finite has no value to report.
+    assert dg.constant_metrics(dg.log_bundle_summary([{"score": float("nan")}])) == {}
 
 
 def test_plot_reward_vs_heldout_has_both_panels():
@@ -255,7 +274,22 @@ def test_plot_reward_vs_heldout_has_both_panels():
     evals = [{"update": 0, "pass_rate": 0.1, "mean_reward": 0.2}, {"update": 3, "pass_rate": 0.1, "mean_reward": 0.4}]
     fig = dg.plot_reward_vs_heldout(history(), evals)
     assert len(fig.axes) == 3  # two panels and the length axis twinned on the right one
-    assert len(fig.axes[0].lines) == 3  # score, held-out reward, held-out pass rate
+    assert [line.get_label() for line in fig.axes[0].lines] == [
+        "training score (per update)", "held-out pass rate", "held-out mean reward"]
+    plt.close(fig)
+
+
+def test_a_mean_reward_equal_to_the_pass_rate_stays_visible_and_says_so():
+    import matplotlib.pyplot as plt
+
+    # The trainer averages the rewards in float32: equal up to its rounding.
+    evals = [{"update": 0, "pass_rate": 0.1, "mean_reward": 0.10000000149}, {"update": 3, "pass_rate": 0.3, "mean_reward": 0.3}]
+    fig = dg.plot_reward_vs_heldout(history(), evals)
+    score, pass_rate, reward = fig.axes[0].lines
+    # Drawn after (above) the pass rate, dashed, with open markers: both lines show where they coincide.
+    assert reward.get_zorder() > pass_rate.get_zorder() and reward.get_linestyle() == "--"
+    assert reward.get_markerfacecolor() == "none"
+    assert reward.get_label() == "held-out mean reward (= pass rate at every evaluation)"
     plt.close(fig)
 
 
@@ -435,4 +469,31 @@ def test_the_trust_region_is_summarised_and_drawn_per_run():
     assert len(dg.plot_trust_region({"a": history}).axes[0].lines) == 1  # no target line when off
     # The largest ratio is read on a log axis (one run's spikes must not flatten another's curve).
     assert ratio_panel.get_yscale() == "log" and kl_panel.get_yscale() == "log"
+    assert len(ratio_panel.texts) == 0  # every ratio under the ceiling: nothing cut, nothing written
 
+
+def test_a_ratio_spike_is_cut_at_the_ceiling_and_written_out():
+    calm = [{"update": u, "approx_kl": 0.01, "policy_clipfrac": 0.05, "ratio_max": 1.3} for u in range(1, 6)]
+    spiky = [{**h, "ratio_max": 48.0 if h["update"] == 4 else 1.5} for h in calm]
+    fig = dg.plot_trust_region({"calm": calm, "spiky": spiky}, ratio_ceiling=5.0)
+    ratio_panel = fig.axes[2]
+    assert ratio_panel.get_ylim()[1] == pytest.approx(5.0)
+    assert [t.get_text() for t in ratio_panel.texts] == ["spiky: up to 48 (update 4), off the axis"]
+    # The calm run alone is not cut: nothing written.
+    assert len(dg.plot_trust_region({"calm": calm}).axes[2].texts) == 0
+
+
+
+def test_paired_pass_change_counts_by_hand():
+    before = [True, True, False, False, False, True]
+    after = [True, False, True, True, False, True]
+    change = dg.paired_pass_change(before, after)
+    # Prompt 1 was lost, prompts 2 and 3 gained; 0, 4 and 5 did not move. Three coin flips, 2 against 1:
+    # p = 2 (C(3,0) + C(3,1)) / 8 = 1.
+    assert change == {"gained": 2, "lost": 1, "n": 6, "p_value": 1.0}
+    # 9 gained, 1 lost: p = 2 (1 + 10) / 1024.
+    lopsided = dg.paired_pass_change([False] * 9 + [True], [True] * 9 + [False])
+    assert lopsided["p_value"] == pytest.approx(22 / 1024)
+    assert dg.paired_pass_change([True, False], [True, False])["p_value"] == 1.0  # nothing moved
+    with pytest.raises(ValueError, match="same prompts"):
+        dg.paired_pass_change([True], [True, False])

@@ -264,7 +264,14 @@ def test_side_by_side_means_markdown_and_plot():
     assert text.count("\n") == len(rows) + 1 and "| `objective/scores` | 0.2 | `score` | 0.3 |" in text
     fig = tc.plot_side_by_side(list(rows.values()), names=["objective/scores", "policy/approxkl_avg"])
     visible = [ax for ax in fig.axes if ax.get_visible()]
-    assert len(visible) == 2 and [len(line.get_xdata()) for line in visible[0].lines] == [2, 2]
+    assert len(visible) == 2
+    # One bar per update and trainer, side by side around the update's integer tick.
+    scores_panel = visible[0]
+    assert len(scores_panel.patches) == 4
+    assert [round(b.get_height(), 6) for b in scores_panel.patches] == [0.1, 0.3, 0.2, 0.4]  # TRL, then ours
+    centres = [b.get_x() + b.get_width() / 2 for b in scores_panel.patches]
+    assert centres[0] < 1 < centres[2] and centres[1] < 2 < centres[3]
+    assert list(scores_panel.get_xticks()) == [1, 2]
     with pytest.raises(ValueError, match="TRL metric names"):
         tc.plot_side_by_side(list(rows.values()), names=["score"])
 

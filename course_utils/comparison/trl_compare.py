@@ -690,7 +690,10 @@ def side_by_side_markdown(rows: list[dict]) -> str:
 
 def plot_side_by_side(rows: list[dict], names: list[str] | None = None, ncols: int = 4):
     """Small multiples: one panel per metric pair (TRL names, or ``names``), the value after each
-    update for TRL and for ours. Returns the matplotlib Figure."""
+    update as a pair of bars, TRL and ours side by side, over integer update ticks. Bars, not lines:
+    a handful of updates with nothing between them, and each trainer on its own samples (a line
+    between two updates, or a crossing of the two, would suggest more than there is). Returns the
+    matplotlib Figure."""
     import matplotlib.pyplot as plt
 
     chosen = [r for r in rows if (names is None and r["ours"]) or (names is not None and r["trl"] in names)]
@@ -699,10 +702,15 @@ def plot_side_by_side(rows: list[dict], names: list[str] | None = None, ncols: i
     ncols = min(ncols, len(chosen))
     nrows = math.ceil(len(chosen) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 2.6 * nrows), squeeze=False)
+    width = 0.38
     for ax, r in zip(axes.flat, chosen):
-        for values, label, style in ((r["trl_values"], "TRL", "o-"), (r["our_values"], "ours", "s--")):
+        n_updates = max(len(r["trl_values"]), len(r["our_values"]))
+        for values, label, shift, color in ((r["trl_values"], "TRL", -width / 2, "C0"),
+                                            (r["our_values"], "ours", width / 2, "C1")):
             if any(math.isfinite(v) for v in values):
-                ax.plot(range(1, len(values) + 1), values, style, label=label, markersize=4)
+                ax.bar([u + shift for u in range(1, len(values) + 1)], values, width, label=label, color=color)
+        ax.axhline(0, color="0.4", lw=0.6)
+        ax.set_xticks(range(1, n_updates + 1))
         ax.set_title(f"{r['ours'] or r['trl']}\n({r['relation']})", fontsize=9)
         ax.set_xlabel("update", fontsize=8)
         ax.tick_params(labelsize=7)

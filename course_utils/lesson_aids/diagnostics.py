@@ -4,7 +4,8 @@ Everything here is a pure function of plain Python data (lists of answers, promp
 dicts), so it can be tested on hand-made examples and run on any run's files:
 
     log_bundle_summary(history)        first / last / min / max of each logged metric, in groups
-    plot_log_bundle(history)           one small panel per metric, grouped (a Figure)
+    plot_log_bundle(history)           one small panel per metric the lessons read (a Figure)
+    constant_metrics(rows)             the logged metrics that never changed over a run
     plot_reward_vs_heldout(...)        training score, KL and held-out pass rate on one time axis
     replay_hacking_rule(...)           where the "reward up, held-out flat" stop rule would have
                                        stopped a logged run, for a given patience
@@ -16,6 +17,8 @@ dicts), so it can be tested on hand-made examples and run on any run's files:
     per_family_score_and_pass(...)     mean reward and checker pass rate per task family
     plot_score_vs_pass(...)            those two against each other, before and after training
     binomial_standard_error(p, n)      how much a pass rate on n prompts moves by chance
+    paired_pass_change(before, after)  the same prompts graded twice: prompts gained and lost, and
+                                       the exact (McNemar) test of gained against lost
 
 Reward hacking read from the answers (placeholder copies, echoes, constant answers, length
 collapse) and the per-family verdicts of a run are in ``course_utils.machinery.run_checks``: the
@@ -40,6 +43,8 @@ __all__ = [
     "LOG_GROUPS",
     "log_bundle_summary",
     "format_log_bundle",
+    "READ_TOGETHER",
+    "constant_metrics",
     "plot_log_bundle",
     "plot_reward_vs_heldout",
     "replay_hacking_rule",
@@ -49,6 +54,7 @@ __all__ = [
     "per_family_score_and_pass",
     "plot_score_vs_pass",
     "binomial_standard_error",
+    "paired_pass_change",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -112,30 +118,38 @@ def format_log_bundle(rows: list[dict], digits: int = 4) -> str:
     return "\n".join(lines)
 
 
-def plot_log_bundle(history: Sequence[dict], groups: dict[str, Sequence[str]] | None = None,
-                    columns: int = 6):
-    """One small panel per metric, a row of panels per group (pure: history in, Figure out)."""
+# The metrics week 8 reads as a picture: the reward and the leash, how the policy spreads and how far
+# each update moved, the answers' length, and whether the value head fits. The rest of the bundle is
+# read in the table (format_log_bundle); several of its rows are settings that never change in a run.
+READ_TOGETHER: tuple[str, ...] = ("score", "kl_per_sequence", "entropy", "policy_clipfrac", "approx_kl",
+                                  "response_length", "value_loss", "explained_variance")
+
+
+def constant_metrics(rows: list[dict]) -> dict[str, float]:
+    """``{metric: value}`` for the ``log_bundle_summary`` rows whose smallest and largest value are
+    equal (a setting such as kl_coef, or a counter that stayed 0): nothing to draw, one number to say."""
+    return {r["metric"]: r["min"] for r in rows if r["n"] > 0 and r["min"] == r["max"]}
+
+
+def plot_log_bundle(history: Sequence[dict], metrics: Sequence[str] = READ_TOGETHER, columns: int = 4):
+    """One small panel per metric of ``metrics`` that the history logged, in that order (pure:
+    history in, Figure out). The default is ``READ_TOGETHER``; pass any names of ``LOG_GROUPS``."""
     import matplotlib.pyplot as plt
 
-    groups = LOG_GROUPS if groups is None else groups
-    present = {g: [k for k in keys if any(k in h for h in history)] for g, keys in groups.items()}
-    present = {g: keys for g, keys in present.items() if keys}
-    n_rows = sum(math.ceil(len(keys) / columns) for keys in present.values()) or 1
-    fig, axes = plt.subplots(n_rows, columns, figsize=(2.6 * columns, 2.0 * n_rows), squeeze=False)
-    for ax in axes.flat:
+    group_of = {k: g for g, keys in LOG_GROUPS.items() for k in keys}
+    present = [k for k in metrics if any(k in h for h in history)]
+    n_rows = max(1, math.ceil(len(present) / columns))
+    fig, axes = plt.subplots(n_rows, columns, figsize=(3.2 * columns, 2.2 * n_rows), squeeze=False)
+    for ax in axes.flat[len(present):]:
         ax.axis("off")
-    row = 0
-    for group, keys in present.items():
-        for i, key in enumerate(keys):
-            ax = axes[row + i // columns, i % columns]
-            ax.axis("on")
-            steps = [h.get("update", j + 1) for j, h in enumerate(history) if key in h]
-            values = [np.nan if h[key] is None else float(h[key]) for h in history if key in h]
-            ax.plot(steps, values, "o-", ms=3, lw=1.2)
-            ax.set_title(f"{group}: {key}" if i == 0 else key, fontsize=8, loc="left")
-            ax.tick_params(labelsize=7)
-            ax.grid(alpha=0.3)
-        row += math.ceil(len(keys) / columns)
+    for ax, key in zip(axes.flat, present):
+        steps = [h.get("update", j + 1) for j, h in enumerate(history) if key in h]
+        values = [np.nan if h[key] is None else float(h[key]) for h in history if key in h]
+        ax.plot(steps, values, "o-", ms=3, lw=1.2)
+        ax.set_title(f"{key} ({group_of[key]})" if key in group_of else key, fontsize=8, loc="left")
+        ax.set_xlabel("update", fontsize=7)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
 
@@ -156,10 +170,15 @@ def plot_reward_vs_heldout(history: Sequence[dict], evals: Sequence[dict], stop_
               label="training score (per update)")
     if evals:
         e_steps = [e["update"] for e in evals]
-        left.plot(e_steps, [e.get("mean_reward", np.nan) for e in evals], "s--", color="tab:purple",
-                  label="held-out mean reward")
-        left.plot(e_steps, [e["pass_rate"] for e in evals], "D-", color="tab:green", lw=2,
-                  label="held-out pass rate")
+        pass_rate = [e["pass_rate"] for e in evals]
+        mean_reward = [e.get("mean_reward", np.nan) for e in evals]
+        left.plot(e_steps, pass_rate, "D-", color="tab:green", lw=2, label="held-out pass rate")
+        # Drawn on top, dashed with open markers: under the checker's pass/fail reward it is the pass
+        # rate itself, and a solid line would hide one of the two.
+        # The trainer averages the rewards in float32: equal up to its rounding.
+        same = all(math.isclose(r, p, abs_tol=1e-6) for r, p in zip(mean_reward, pass_rate))
+        left.plot(e_steps, mean_reward, "s--", color="tab:purple", mfc="none", ms=7, zorder=3,
+                  label="held-out mean reward" + (" (= pass rate at every evaluation)" if same else ""))
     left.set_xlabel("update")
     left.set_title("reward vs held-out pass rate", fontsize=10)
     left.grid(alpha=0.3)
@@ -298,6 +317,26 @@ def binomial_standard_error(p: float, n: int) -> float:
     return math.sqrt(p * (1.0 - p) / n)
 
 
+def paired_pass_change(passed_before: Sequence[bool], passed_after: Sequence[bool]) -> dict:
+    """The same prompts graded before and after: ``{"gained", "lost", "n", "p_value"}``.
+
+    gained = prompts failed before and passed after; lost = the reverse. The prompts passed (or
+    failed) both times say nothing about the change, so the test reads only the g + l that moved:
+    under "no change" each of them is a fair coin between gained and lost (McNemar's exact test),
+
+        p = min(1, 2 · Σ_{k ≤ min(g, l)} C(g + l, k) / 2^(g + l))      (two-sided; 1 when g + l = 0)
+
+    Sharper than two independent standard errors: the prompt-to-prompt differences in difficulty
+    cancel."""
+    if len(passed_before) != len(passed_after):
+        raise ValueError(f"the two gradings must cover the same prompts: {len(passed_before)} != {len(passed_after)}")
+    gained = sum(1 for b, a in zip(passed_before, passed_after) if not b and a)
+    lost = sum(1 for b, a in zip(passed_before, passed_after) if b and not a)
+    moved = gained + lost
+    tail = sum(math.comb(moved, k) for k in range(min(gained, lost) + 1)) / 2 ** moved
+    return {"gained": gained, "lost": lost, "n": len(passed_before), "p_value": min(1.0, 2 * tail)}
+
+
 def read_run_logs(run_dir) -> tuple[list[dict], list[dict]]:
     """``(history, evals)`` of a run folder: one dict per update (metrics.jsonl) and per held-out
     evaluation (evals.jsonl)."""
@@ -356,20 +395,27 @@ def trust_region_summary(history: Sequence[dict]) -> dict[str, dict[str, float]]
     return out
 
 
-def plot_trust_region(runs: dict[str, Sequence[dict]], target_kl: float = 0.0, cliprange: float = 0.2):
+def plot_trust_region(runs: dict[str, Sequence[dict]], target_kl: float = 0.0, cliprange: float = 0.2,
+                      ratio_ceiling: float = 5.0):
     """How far each update moved the policy, for one or more runs (``runs[label] = history``, the
     rows of metrics.jsonl): approximate KL to π_old, policy clip fraction and the largest ratio,
     against the update. With ``target_kl`` > 0 a dashed line marks 1.5 x target_kl, where the
     early stop skips an update's remaining steps; a dotted line marks 1 + ``cliprange`` on the
-    largest-ratio panel, which is drawn on a log axis. Pure: logs in, Figure out."""
+    largest-ratio panel, which is drawn on a log axis cut at ``ratio_ceiling``: a run whose largest
+    ratio goes above it gets its maximum (and update) written in the panel. Pure: logs in, Figure out."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(13, 3.4))
     panels = fig.subplots(1, 3, sharex=True)
+    above_ceiling = []
     for i, (label, history) in enumerate(runs.items()):
         steps = [h["update"] for h in history]
         for ax, (key, _) in zip(panels, TRUST_REGION_PANELS):
             ax.plot(steps, [h.get(key, np.nan) for h in history], color=f"C{i}", lw=1, label=label)
+        ratios = [(h["ratio_max"], h["update"]) for h in history if h.get("ratio_max") is not None
+                  and math.isfinite(h["ratio_max"])]
+        if ratios and max(ratios)[0] > ratio_ceiling:
+            above_ceiling.append((label, *max(ratios), f"C{i}"))
     if target_kl > 0:
         panels[0].axhline(pm.TARGET_KL_FACTOR * target_kl, color="k", ls="--", lw=1,
                           label=f"{pm.TARGET_KL_FACTOR:g} x target_kl {target_kl:g}")
@@ -377,11 +423,16 @@ def plot_trust_region(runs: dict[str, Sequence[dict]], target_kl: float = 0.0, c
         ax.set(xlabel="update", title=title)
         ax.grid(alpha=0.3)
     panels[0].set_yscale("log")
-    # The largest ratio spans 1.1 to 10 and more between runs: on a linear axis one run's spikes flatten
-    # the other's curve. A log axis shows both, with the band's upper edge 1 + ε marked.
+    # The largest ratio spans 1.1 to 50 and more between runs: one run's spike would squash the other
+    # runs' curves even on a log axis. The axis stops at ratio_ceiling, and each cut peak is written out.
     panels[2].set_yscale("log")
     panels[2].axhline(1 + cliprange, color="0.5", ls=":", lw=1, label=f"1 + ε = {1 + cliprange:g}")
-    panels[2].legend(fontsize=8)
+    if above_ceiling:
+        panels[2].set_ylim(top=ratio_ceiling)
+        for k, (label, peak, update, color) in enumerate(above_ceiling):
+            panels[2].text(0.02, 0.96 - 0.09 * k, f"{label}: up to {peak:.3g} (update {update}), off the axis",
+                           transform=panels[2].transAxes, fontsize=7, color=color, va="top")
+    panels[2].legend(fontsize=8, loc="lower right")
     panels[0].legend(fontsize=8)
     fig.tight_layout()
     return fig
