@@ -296,19 +296,23 @@ def main(argv: list[str] | None = None) -> dict:
 
     # The children read --set the same way; checking here fails before any run on a typo.
     load_config(args.config, **parse_overrides(args.set))
-    if args.parallel < 1 or args.minutes <= 0:
-        raise SystemExit("--parallel must be >= 1 and --minutes > 0")
+    # Bad input is a ValueError: the command line answers it with one `error:` line (exit 2).
+    if args.parallel < 1:
+        raise ValueError(f"--parallel must be >= 1, got {args.parallel}: e.g. --parallel 1 (one run at a time)")
+    if args.minutes <= 0:
+        raise ValueError(f"--minutes must be > 0, got {args.minutes:g}: give each run's training-time budget, "
+                         "e.g. --minutes 5")
     from course_utils import tasks
 
     unknown = sorted(set(args.demo_families) - set(tasks.TASK_FAMILIES))
     if unknown:
-        raise SystemExit(f"--demo-families: unknown families {unknown}; choose from {', '.join(tasks.TASK_FAMILIES)}")
+        raise ValueError(f"--demo-families: unknown families {unknown}; choose from {', '.join(tasks.TASK_FAMILIES)}")
     sft_only = [flag for flag, on in (("--demo-families", args.demo_families), ("--demo-noise", args.demo_noise),
                                       ("--demo-filter", args.demo_filter), ("--self-samples", args.self_samples)) if on]
     if sft_only and not (args.sft or args.sft_full):
-        raise SystemExit(f"{sft_only[0]} applies to the SFT: add --sft (warm-up + PPO) or --sft-full (SFT alone)")
+        raise ValueError(f"{sft_only[0]} applies to the SFT: add --sft (warm-up + PPO) or --sft-full (SFT alone)")
     if not 0.0 <= args.demo_noise <= 1.0 or args.self_samples < 0 or args.resample_every < 1:
-        raise SystemExit("--demo-noise must be in [0, 1], --self-samples >= 0 and --resample-every >= 1")
+        raise ValueError("--demo-noise must be in [0, 1], --self-samples >= 0 and --resample-every >= 1")
     out = Path(args.out)
     output_dir = safe_files.check_writable(out.parent / "learning", "choose another --out")  # before an hour of runs
     cores = os.cpu_count() or 1
