@@ -126,9 +126,10 @@ def test_a_run_whose_loss_goes_nan_stops_with_a_reason_and_writes_no_nan(capsys,
     assert [r["nonfinite_steps"] > 0 or r["nonfinite_scores"] > 0 for r in rows] == [False, True, True]
     evals = strict_json_lines(run / "evals.jsonl")
     assert evals and all(math.isfinite(e["pass_rate"]) for e in evals), evals
-    for path in run.rglob("*.json*"):  # summary, metrics, evals, config, manifest, samples, ...
-        text = path.read_text()
-        assert not re.search(r"\bNaN\b|\bInfinity\b", text), path
+    for path in run.rglob("*.json"):  # config, manifest, samples, versions, ...: strict JSON too
+        json.loads(path.read_text(), parse_constant=lambda c, path=path: pytest.fail(f"{path} holds {c}"))
+    for path in run.rglob("*.jsonl"):
+        strict_json_lines(path)
     assert torch.load(run / "checkpoint" / "state.pt", weights_only=False)["update"] == 1  # the last finite one
 
 
