@@ -485,8 +485,9 @@ def check_target_modules(lm: nn.Module, targets, model) -> None:
     if missing:
         linears = sorted({n.rsplit(".", 1)[-1] for n, m in lm.named_modules()
                           if isinstance(m, nn.Linear) and not n.endswith("lm_head")})
+        example = ["q_proj", "v_proj"] if {"q_proj", "v_proj"} <= set(linears) else linears[:2]
         raise ValueError(f"lora_target_modules {missing} match no layer of {model}; its linear layers are "
-                         f"{', '.join(linears)}: use some of these, e.g. lora_target_modules=[{','.join(linears[:2])}]")
+                         f"{', '.join(linears)}: use some of these, e.g. lora_target_modules=[{','.join(example)}]")
 
 
 def load_bundle(
