@@ -31,6 +31,16 @@ def cmd_data(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m course_utils data", description=COMMANDS["data"][0])
     parser.add_argument("--out", default=None, help="output folder (default: the repository's data/)")
     args = parser.parse_args(argv)
+    if args.out is not None:  # checked before any file is written
+        from pathlib import Path
+
+        from course_utils.machinery import safe_files
+
+        out = Path(args.out)
+        if out.exists() and not out.is_dir():
+            raise ValueError(f"--out {out} is a file, not a folder: give the folder for the data files, "
+                             f"e.g. --out {out.with_suffix('')}_data")
+        safe_files.check_writable(out, "choose another --out")
     print(json.dumps(data_files.write_data(args.out), indent=2))
 
 

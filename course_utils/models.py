@@ -476,6 +476,20 @@ def disable_dropout(module: nn.Module) -> int:
     return switched
 
 
+def check_target_modules(lm: nn.Module, targets, model) -> None:
+    """Every LoRA target must name a layer of ``lm`` (peft matches a name, or the end of a dotted
+    one): peft itself accepts a list where some names match nothing (those layers silently get no
+    adapter) and answers one where none does without naming the layers there are."""
+    names = [name for name, _ in lm.named_modules()]
+    missing = [t for t in targets if not any(n == t or n.endswith("." + t) for n in names)]
+    if missing:
+        linears = sorted({n.rsplit(".", 1)[-1] for n, m in lm.named_modules()
+                          if isinstance(m, nn.Linear) and not n.endswith("lm_head")})
+        example = ["q_proj", "v_proj"] if {"q_proj", "v_proj"} <= set(linears) else linears[:2]
+        raise ValueError(f"lora_target_modules {missing} match no layer of {model}; its linear layers are "
+                         f"{', '.join(linears)}: use some of these, e.g. lora_target_modules=[{','.join(example)}]")
+
+
 def load_bundle(
     model: str | Path = hub.DEFAULT_MODEL,
     lora: LoRASettings | None = LoRASettings(),
@@ -506,6 +520,7 @@ def load_bundle(
     if lora is not None:
         from peft import get_peft_model
 
+        check_target_modules(lm, lora.target_modules, model)
         lm = get_peft_model(lm, lora.to_peft_config())
     else:
         reference = PolicyWithValue(copy.deepcopy(lm)).requires_grad_(False).eval()

@@ -872,6 +872,47 @@ def _write_json(path: Path, obj: dict) -> None:
     safe_files.write_json(path, obj)  # strict JSON (NaN -> null), atomic
 
 
+def check_model_folder(out: Path) -> None:
+    """``rm train`` replaces ``out`` as a whole (written beside it, then renamed into place), so
+    it must be new, empty, or a reward model that ``rm train`` wrote: never a folder of other files."""
+    if out.is_dir() and any(out.iterdir()) and not (out / CONFIG_NAME).is_file():
+        raise ValueError(f"--out {out} holds files but no reward model ({CONFIG_NAME}), and `rm train` replaces "
+                         "the folder it writes: choose a new or empty folder, e.g. --out runs/reward_model")
+
+
+def _train_into(out: Path, args, settings: "TrainSettings", pairs, threads: int, progress: bool) -> dict:
+    """Train, save and evaluate into a temporary folder beside ``out``, then rename it into place:
+    Ctrl-C or a full disk at any point leaves the previous model in ``out`` whole (its model and
+    its metrics.json together), never a half-written one."""
+    import shutil
+    import tempfile
+
+    model = build_reward_model(args.backbone, args.pooling, args.max_length, args.response_format, device="cpu")
+    history = train_reward_model(model, pairs, settings, progress)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    tmp.chmod(0o755)  # mkdtemp's 0o700 would follow the folder into place
+    try:
+        model.save(tmp)
+        if (out / POLICY_ANSWERS_NAME).is_file():  # the cached policy answers stay usable
+            shutil.copy2(out / POLICY_ANSWERS_NAME, tmp / POLICY_ANSWERS_NAME)
+        loss = history["loss"]
+        metrics = {"config": model.config_dict(), "settings": asdict(settings), "train": {
+            "pairs": history["pairs"], "steps": history["steps"], "epochs": history["epochs"],
+            "seconds": round(history["seconds"], 1), "cpu_seconds": round(history["cpu_seconds"], 1),
+            "threads": threads, "device": "cpu",
+            "loss_first": loss[0], "loss_last_10_mean": sum(loss[-10:]) / len(loss[-10:]),
+            "loss_curve": [round(x, 4) for x in loss], "batch_accuracy": [round(x, 3) for x in history["accuracy"]]}}
+        validation = evaluate_pairs(model, tasks.load_pairs("validation", args.data_dir))
+        metrics["validation_pairs"] = {k: validation[k] for k in ("n", "accuracy", "ties", "mean_margin")}
+        metrics.update(evaluate(model, args.data_dir, "smollm2-135m-instruct" if args.policy_eval else None,
+                                folder=tmp, progress=progress))
+        _write_json(tmp / METRICS_NAME, metrics)
+        safe_files.replace_folder(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return metrics
+
+
 def main(argv: list[str] | None = None) -> dict:
     """``python -m course_utils rm train|eval ...``; returns the metrics dict."""
     args = build_parser().parse_args(argv)
@@ -883,22 +924,15 @@ def main(argv: list[str] | None = None) -> dict:
         settings = TrainSettings(args.epochs, args.batch_size, args.lr, args.weight_decay, args.max_pairs,
                                  args.seed).validate()
         pairs = tasks.load_pairs("train", args.data_dir)  # data, settings and folder checked before the model loads
+        check_model_folder(out)
         safe_files.check_writable(out, "choose another --out")
-        model = build_reward_model(args.backbone, args.pooling, args.max_length, args.response_format, device="cpu")
-        history = train_reward_model(model, pairs, settings, progress)
-        model.save(out)
-        loss = history["loss"]
-        metrics = {"config": model.config_dict(), "settings": asdict(settings), "train": {
-            "pairs": history["pairs"], "steps": history["steps"], "epochs": history["epochs"],
-            "seconds": round(history["seconds"], 1), "cpu_seconds": round(history["cpu_seconds"], 1),
-            "threads": threads, "device": "cpu",
-            "loss_first": loss[0], "loss_last_10_mean": sum(loss[-10:]) / len(loss[-10:]),
-            "loss_curve": [round(x, 4) for x in loss], "batch_accuracy": [round(x, 3) for x in history["accuracy"]]}}
-        validation = evaluate_pairs(model, tasks.load_pairs("validation", args.data_dir))
-        metrics["validation_pairs"] = {k: validation[k] for k in ("n", "accuracy", "ties", "mean_margin")}
-        metrics.update(evaluate(model, args.data_dir, "smollm2-135m-instruct" if args.policy_eval else None,
-                                folder=out, progress=progress))
-        _write_json(out / METRICS_NAME, metrics)
+        try:
+            metrics = _train_into(out, args, settings, pairs, threads, progress)
+        except KeyboardInterrupt:
+            kept = f"the reward model in {out} is as it was before this run" if (out / CONFIG_NAME).is_file() \
+                else f"nothing was saved in {out}"
+            raise safe_files.Interrupted(f"interrupted: `rm train` keeps no checkpoint, and {kept}. "
+                                         "Rerun the same command to train it") from None
         print(f"saved to {out}")
     else:
         folder = Path(args.model) if args.model else default_model_dir()

@@ -300,7 +300,12 @@ def train_sft(config: SFTConfig, progress: bool = True) -> dict:
     if config.self_samples:
         metrics["self_sample_rounds"] = run["rounds"]
     save_merged(bundle, config.run_dir / "model")
-    report.write_sft_report(config.run_dir, metrics)
+    try:
+        report.write_sft_report(config.run_dir, metrics)
+    except KeyboardInterrupt:  # the new model is in place: say so, not "as it was"
+        raise safe_files.Interrupted(f"interrupted after the new SFT model was saved in {config.run_dir / 'model'}; "
+                                     f"only its report ({config.run_dir / 'report.md'}) may be missing. Nothing to "
+                                     "rerun: PPO can start from it") from None
     return metrics
 
 
@@ -424,6 +429,8 @@ def main(argv: list[str] | None = None) -> dict:
                          "or give this run another --run-name")
     try:
         metrics = train_sft(config)
+    except safe_files.Interrupted:
+        raise  # it already says what was kept
     except KeyboardInterrupt:
         raise safe_files.Interrupted(f"interrupted: the SFT warm-up keeps no checkpoint, and {config.run_dir / 'model'} "
                                      "is as it was before this run. Rerun the same command to train it") from None

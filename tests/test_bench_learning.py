@@ -70,9 +70,9 @@ def test_two_smoke_seeds_in_parallel_end_to_end(tmp_path, capsys):
 def test_a_typo_in_the_overrides_fails_before_any_run(tmp_path):
     with pytest.raises(ValueError, match="Unknown config field"):
         bl.main(["--config", "configs/smoke.yaml", "--out", str(tmp_path / "x.json"), "--set", "learning_rat=1"])
-    with pytest.raises(SystemExit, match="unknown families"):
+    with pytest.raises(ValueError, match="unknown families"):
         bl.main(["--sft", "--demo-families", "lowercase", "--out", str(tmp_path / "x.json")])
-    with pytest.raises(SystemExit, match="add --sft"):
+    with pytest.raises(ValueError, match="add --sft"):
         bl.main(["--demo-families", "json_object", "--out", str(tmp_path / "x.json")])
 
 
@@ -159,7 +159,7 @@ def test_the_noisy_teacher_and_filtered_sft_flags_reach_the_sft_and_name_the_arm
     ran.clear()  # noise alone: the plain control's name, no filter flags
     assert bl.main(["--sft-full", "--seeds", "0", "--demo-noise", "0.25", "--out", str(out)])["arm"] == "sft_full"
     assert "--demo-filter" not in ran[0] and "--self-samples" not in ran[0]
-    with pytest.raises(SystemExit, match="--demo-noise applies to the SFT"):
+    with pytest.raises(ValueError, match="--demo-noise applies to the SFT"):
         bl.main(["--demo-noise", "0.5", "--out", str(out)])
 
 
@@ -231,5 +231,5 @@ def test_the_ppo_retention_arm_trains_on_the_subset_and_evaluates_every_family(t
     (["--sft", "--train-families", *TASK_FAMILIES], "no family is left"),
 ])
 def test_design_h_flags_that_cannot_run_are_refused_before_any_run(tmp_path, argv, message):
-    with pytest.raises(SystemExit, match=message):
+    with pytest.raises(ValueError, match=message):
         bl.main([*argv, "--out", str(tmp_path / "x.json")])

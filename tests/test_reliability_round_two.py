@@ -111,6 +111,28 @@ def test_bug3_no_evaluation_prompts_is_refused_up_front(capsys, tmp_path, no_mod
     assert not (tmp_path / "smoke").exists() and not (tmp_path / "sft-cpu").exists()
 
 
+def test_a_run_whose_loss_goes_nan_stops_with_a_reason_and_writes_no_nan(capsys, tmp_path):
+    """Through the command line: every training score NaN from the second update on (the fault
+    injector), so the advantages and the loss are NaN; the run must stop on the nonfinite rule, say
+    so, and leave strict JSON behind: no NaN or Infinity token in any file it wrote."""
+    code, out, err = run_cli(capsys, *ppo(tmp_path, "inject_nan_reward_at=1", "total_updates=6", "eval_every=1"))
+    assert code == 0, err[-2000:]
+    run = tmp_path / "smoke"
+    summary = json.loads((run / "summary.json").read_text(), parse_constant=lambda c: pytest.fail(f"summary.json holds {c}"))
+    assert summary["stop"].startswith("[nonfinite]"), summary["stop"]
+    assert summary["updates"] == 1 + 2  # one good update, then the patience of 2 non-finite ones
+    assert f"stopped by a rule: {summary['stop']}" in out  # the reason, said on the command line
+    rows = strict_json_lines(run / "metrics.jsonl")
+    assert [r["nonfinite_steps"] > 0 or r["nonfinite_scores"] > 0 for r in rows] == [False, True, True]
+    evals = strict_json_lines(run / "evals.jsonl")
+    assert evals and all(math.isfinite(e["pass_rate"]) for e in evals), evals
+    for path in run.rglob("*.json"):  # config, manifest, samples, versions, ...: strict JSON too
+        json.loads(path.read_text(), parse_constant=lambda c, path=path: pytest.fail(f"{path} holds {c}"))
+    for path in run.rglob("*.jsonl"):
+        strict_json_lines(path)
+    assert torch.load(run / "checkpoint" / "state.pt", weights_only=False)["update"] == 1  # the last finite one
+
+
 def test_bug3_the_kit_never_writes_nan_into_json(tmp_path):
     row = {"entropy": math.nan, "nested": {"kl": [1.0, math.inf, -math.inf]}, "ok": 0.5}
     assert safe_files.dumps(row) == '{"entropy": null, "nested": {"kl": [1.0, null, null]}, "ok": 0.5}'
@@ -265,19 +287,27 @@ def test_a_disk_that_fills_mid_run_keeps_the_last_good_checkpoint(capsys, tmp_pa
     assert not (tmp_path / "smoke" / ".checkpoint.tmp").exists()  # the half-written one is cleared away
 
 
+def interrupt_call(monkeypatch, owner, name: str, number: int = 1, before=None) -> None:
+    """Ctrl-C arrives in call ``number`` of ``owner.name`` (the calls before it run for real);
+    ``before(*args)`` runs first in that call (e.g. to write part of a file, as a real save would)."""
+    real, calls = getattr(owner, name), []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == number:
+            if before is not None:
+                before(*args)
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, interrupted)
+
+
 def interrupt_the_second_update(monkeypatch):
     """Ctrl-C arrives during the second PPO update (after one has been checkpointed)."""
     from course_utils.trainer import PPOTrainer
 
-    real_update, calls = PPOTrainer.ppo_update, []
-
-    def interrupted_second(self):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real_update(self)
-
-    monkeypatch.setattr(PPOTrainer, "ppo_update", interrupted_second)
+    interrupt_call(monkeypatch, PPOTrainer, "ppo_update", number=2)
 
 
 def test_ctrl_c_keeps_the_checkpoint_says_how_to_resume_and_exits_130(capsys, tmp_path, monkeypatch):
@@ -301,6 +331,150 @@ def test_ctrl_c_in_a_notebook_also_names_the_kept_checkpoint(tmp_path, monkeypat
         trainer.train()
     assert isinstance(caught.value, safe_files.Interrupted), type(caught.value)
     assert re.search(r"checkpoint of update 1 is kept in .*--resume", str(caught.value)), str(caught.value)
+
+
+def earlier_model(folder: Path, files: dict[str, bytes]) -> dict[str, bytes]:
+    """A model a previous run left in ``folder`` (the bytes to find there, untouched, after a fault)."""
+    folder.mkdir(parents=True)
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    return files
+
+
+def assert_as_it_was(folder: Path, files: dict[str, bytes]) -> None:
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == files  # the old model, whole and alone
+    assert [p.name for p in folder.parent.iterdir() if p.name.startswith(".")] == []  # no half-written copy
+
+
+def half_a_save(self, folder, *args, **kwargs):
+    """As a real save cut short: the config and part of the new weights are written, then Ctrl-C."""
+    (Path(folder) / "config.json").write_text("{}")
+    (Path(folder) / "model.safetensors").write_bytes(b"the first bytes of the new weights")
+
+
+SFT_MODEL = {"config.json": b"{}", "model.safetensors": b"the earlier model"}
+
+
+@pytest.mark.parametrize("moment", ["training", "saving"])
+def test_ctrl_c_during_sft_leaves_the_earlier_model_whole_and_exits_130(capsys, tmp_path, monkeypatch, moment):
+    from transformers import PreTrainedModel
+
+    model = tmp_path / "s" / "model"
+    files = earlier_model(model, SFT_MODEL)
+    if moment == "training":
+        interrupt_call(monkeypatch, sft, "sft_loss")
+    else:
+        interrupt_call(monkeypatch, PreTrainedModel, "save_pretrained", before=half_a_save)
+    code, _, err = run_cli(capsys, *sft_tiny(tmp_path, "--overwrite"))
+    one_line_error(code, err, "interrupted", f"{model} is as it was before this run", "Rerun the same command",
+                   exit_code=130)
+    assert_as_it_was(model, files)
+
+
+def test_ctrl_c_after_the_sft_model_is_saved_says_it_is_saved(capsys, tmp_path, monkeypatch):
+    from course_utils.machinery import report
+
+    interrupt_call(monkeypatch, report, "write_sft_report")
+    code, _, err = run_cli(capsys, *sft_tiny(tmp_path))
+    one_line_error(code, err, "interrupted after the new SFT model was saved in", "PPO can start from it",
+                   exit_code=130)
+    assert sft.complete_model(tmp_path / "s" / "model")
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory):
+    """A 2-layer, 32-wide BERT with random weights and the real MiniLM tokenizer: a quick backbone."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from course_utils import reward_model
+
+    folder = tmp_path_factory.mktemp("tiny_bert")
+    tokenizer = AutoTokenizer.from_pretrained(reward_model.backbone_folder())
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=128)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def rm_train_tiny(out: Path, backbone: Path):
+    return ("rm", "train", "--backbone", backbone, "--out", out, "--max-pairs", "4", "--epochs", "1",
+            "--batch-size", "4", "--max-length", "48", "--threads", "1", "--no-progress")
+
+
+REWARD_MODEL = {"reward_model.json": b'{"earlier": true}', "reward_head.safetensors": b"the earlier head",
+                "metrics.json": b'{"earlier": true}'}
+
+
+@pytest.mark.parametrize("moment", ["training", "saving", "evaluating"])
+def test_ctrl_c_during_rm_train_leaves_the_earlier_model_whole_and_exits_130(capsys, tmp_path, monkeypatch,
+                                                                              tiny_bert, moment):
+    from course_utils import reward_model
+
+    out = tmp_path / "rm"
+    files = earlier_model(out, REWARD_MODEL)
+    if moment == "training":
+        interrupt_call(monkeypatch, reward_model, "train_reward_model")
+    elif moment == "saving":  # the encoder is written, then Ctrl-C before the head and reward_model.json
+        interrupt_call(monkeypatch, reward_model.RewardModel, "save",
+                       before=lambda self, folder: self.encoder.save_pretrained(folder))
+    else:  # the new model is saved; its metrics are not: the old metrics.json must not describe it
+        interrupt_call(monkeypatch, reward_model, "evaluate")
+    code, _, err = run_cli(capsys, *rm_train_tiny(out, tiny_bert))
+    one_line_error(code, err, "interrupted", f"the reward model in {out} is as it was before this run",
+                   "Rerun the same command", exit_code=130)
+    assert_as_it_was(out, files)
+
+
+def test_rm_train_writes_its_model_whole_and_refuses_a_folder_of_other_files(capsys, tmp_path, tiny_bert):
+    from course_utils import reward_model
+
+    out = tmp_path / "rm"
+    earlier_model(out, REWARD_MODEL)
+    code, _, err = run_cli(capsys, *rm_train_tiny(out, tiny_bert))
+    assert code == 0, err[-2000:]
+    assert json.loads((out / "metrics.json").read_text())["train"]["pairs"] == 4  # the new model and its metrics
+    assert reward_model.load_reward_model(out, device="cpu").head is not None
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    # rm train replaces its folder as a whole: a folder of other files is refused, not emptied
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "mine.txt").write_text("keep me")
+    code, _, err = run_cli(capsys, *rm_train_tiny(notes, tiny_bert))
+    one_line_error(code, err, f"--out {notes} holds files but no reward model", "choose a new or empty folder")
+    assert [p.name for p in notes.iterdir()] == ["mine.txt"]
+
+
+@pytest.mark.parametrize("argv, words", [
+    (("bench", "--updates", "0"), ("error: --updates must be >= 1, got 0", "e.g. --updates 1")),
+    (("bench", "--warmup", "-1"), ("error: --warmup must be >= 0, got -1",)),
+    (("bench-learning", "--config", SMOKE, "--minutes", "0"), ("error: --minutes must be > 0, got 0", "e.g. --minutes 5")),
+    (("bench-learning", "--config", SMOKE, "--parallel", "0"), ("error: --parallel must be >= 1, got 0",)),
+    (("bench-learning", "--config", SMOKE, "--demo-noise", "0.2"), ("error: --demo-noise applies to the SFT", "add --sft")),
+])
+def test_bench_and_bench_learning_answer_bad_arguments_with_an_error_line(capsys, tmp_path, no_model_loads, argv, words):
+    code, _, err = run_cli(capsys, *argv, "--out", tmp_path / "out.json")
+    one_line_error(code, err, *words)
+    assert list(tmp_path.iterdir()) == []  # nothing started, nothing written
+
+
+def test_data_out_naming_a_file_is_refused_and_the_file_kept(capsys, tmp_path):
+    a_file = tmp_path / "a_file.txt"
+    a_file.write_text("mine")
+    code, _, err = run_cli(capsys, "data", "--out", a_file)
+    one_line_error(code, err, f"error: --out {a_file} is a file, not a folder", f"e.g. --out {tmp_path / 'a_file'}_data")
+    assert a_file.read_text() == "mine" and [p.name for p in tmp_path.iterdir()] == ["a_file.txt"]
+
+
+def test_lora_targets_the_model_lacks_are_named_with_the_layers_it_has(capsys, tmp_path):
+    code, _, err = run_cli(capsys, *ppo(tmp_path, "lora_target_modules=[attn]"))
+    line = one_line_error(code, err, "error: lora_target_modules ['attn'] match no layer of", "q_proj", "v_proj",
+                          "e.g. lora_target_modules=[")
+    assert "lm_head" not in line
+    # one typo among good names is refused too (peft would leave that layer without an adapter)
+    code, _, err = run_cli(capsys, *ppo(tmp_path / "b", "lora_target_modules=[q_proj,v_prj]"))
+    one_line_error(code, err, "lora_target_modules ['v_prj'] match no layer")
+    assert not (tmp_path / "smoke" / "checkpoint").exists()
 
 
 # ---------------------------------------------------------------------------------------------

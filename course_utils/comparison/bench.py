@@ -860,8 +860,11 @@ def main(argv: list[str] | None = None) -> dict:
         Path(args.child_result).write_text(json.dumps(result, indent=2) + "\n")
         return result
 
-    if min(args.updates, args.threads, args.batch_size, args.response_length) < 1 or args.warmup < 0:
-        raise SystemExit("--updates, --threads, --batch-size and --response-length must be >= 1, --warmup >= 0")
+    for flag, value, least in (("--updates", args.updates, 1), ("--threads", args.threads, 1),
+                               ("--batch-size", args.batch_size, 1), ("--response-length", args.response_length, 1),
+                               ("--warmup", args.warmup, 0)):
+        if value < least:  # bad input: one `error:` line from the command line (ValueError), before any child
+            raise ValueError(f"{flag} must be >= {least}, got {value}: e.g. {flag} {max(least, 1)}")
     safe_files.check_writable(Path(args.out).parent, "choose another --out")  # before minutes of benchmarking
     cfg = BenchConfig(model=args.model, updates=args.updates, warmup=args.warmup, threads=args.threads,
                       batch_size=args.batch_size, response_length=args.response_length,

@@ -328,18 +328,18 @@ def check_retention_flags(args) -> None:
 
     unknown = sorted(set(args.train_families) - set(tasks.TASK_FAMILIES))
     if unknown:
-        raise SystemExit(f"--train-families: unknown families {unknown}; choose from {', '.join(tasks.TASK_FAMILIES)}")
+        raise ValueError(f"--train-families: unknown families {unknown}; choose from {', '.join(tasks.TASK_FAMILIES)}")
     if args.train_families and set(args.train_families) == set(tasks.TASK_FAMILIES):
-        raise SystemExit("--train-families names every family: no family is left to measure forgetting on")
+        raise ValueError("--train-families names every family: no family is left to measure forgetting on")
     if args.sft_continue and not args.train_families:
-        raise SystemExit("--sft-continue is design (h)'s SFT arm: name the families it trains on with --train-families")
+        raise ValueError("--sft-continue is design (h)'s SFT arm: name the families it trains on with --train-families")
     if args.train_families and [args.sft, args.sft_continue, args.sft_full].count(True) != 1 \
             or args.train_families and args.sft_full:
-        raise SystemExit("--train-families needs one arm: --sft (warm-up + PPO) or --sft-continue (warm-up + SFT)")
+        raise ValueError("--train-families needs one arm: --sft (warm-up + PPO) or --sft-continue (warm-up + SFT)")
     if args.sft_continue and (args.demo_families or args.demo_noise or args.demo_filter or args.self_samples):
-        raise SystemExit("--sft-continue starts from the plain 200-demo warm-up: drop the demonstration flags")
+        raise ValueError("--sft-continue starts from the plain 200-demo warm-up: drop the demonstration flags")
     if args.kl_samples < 1:
-        raise SystemExit("--kl-samples must be >= 1")
+        raise ValueError("--kl-samples must be >= 1")
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -352,20 +352,24 @@ def main(argv: list[str] | None = None) -> dict:
 
     # The children read --set the same way; checking here fails before any run on a typo.
     load_config(args.config, **parse_overrides(args.set))
-    if args.parallel < 1 or args.minutes <= 0:
-        raise SystemExit("--parallel must be >= 1 and --minutes > 0")
+    # Bad input is a ValueError: the command line answers it with one `error:` line (exit 2).
+    if args.parallel < 1:
+        raise ValueError(f"--parallel must be >= 1, got {args.parallel}: e.g. --parallel 1 (one run at a time)")
+    if args.minutes <= 0:
+        raise ValueError(f"--minutes must be > 0, got {args.minutes:g}: give each run's training-time budget, "
+                         "e.g. --minutes 5")
     from course_utils import tasks
 
     unknown = sorted(set(args.demo_families) - set(tasks.TASK_FAMILIES))
     if unknown:
-        raise SystemExit(f"--demo-families: unknown families {unknown}; choose from {', '.join(tasks.TASK_FAMILIES)}")
+        raise ValueError(f"--demo-families: unknown families {unknown}; choose from {', '.join(tasks.TASK_FAMILIES)}")
     check_retention_flags(args)
     sft_only = [flag for flag, on in (("--demo-families", args.demo_families), ("--demo-noise", args.demo_noise),
                                       ("--demo-filter", args.demo_filter), ("--self-samples", args.self_samples)) if on]
     if sft_only and not (args.sft or args.sft_full or args.sft_continue):
-        raise SystemExit(f"{sft_only[0]} applies to the SFT: add --sft (warm-up + PPO) or --sft-full (SFT alone)")
+        raise ValueError(f"{sft_only[0]} applies to the SFT: add --sft (warm-up + PPO) or --sft-full (SFT alone)")
     if not 0.0 <= args.demo_noise <= 1.0 or args.self_samples < 0 or args.resample_every < 1:
-        raise SystemExit("--demo-noise must be in [0, 1], --self-samples >= 0 and --resample-every >= 1")
+        raise ValueError("--demo-noise must be in [0, 1], --self-samples >= 0 and --resample-every >= 1")
     out = Path(args.out)
     output_dir = safe_files.check_writable(out.parent / "learning", "choose another --out")  # before an hour of runs
     cores = os.cpu_count() or 1
