@@ -6,6 +6,9 @@ group that ``torchrun`` (CPU: gloo) or ``accelerate launch`` (GPUs: NCCL) starte
 must be global (whitening, the target-KL test, logged means and maxima, the time budget) goes
 through the small helpers below, on ``torch.distributed``'s default group, which accelerate
 initialises. Every helper is a no-op on one process, so the trainer reads the same either way.
+
+``all_reduce_mean_`` is the exception: the trainer does not call it. It writes out DDP's gradient
+average for week 10, and ``ddp_gradient_gaps`` checks it against DDP on two CPU processes.
 """
 
 from __future__ import annotations
@@ -13,6 +16,9 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import tempfile
+import time
+from pathlib import Path
 
 import torch
 
@@ -89,8 +95,8 @@ def all_reduce_mean_(tensors: list[torch.Tensor]) -> None:
     """Average tensors (e.g. gradients) across processes, in place.
 
     Teaching only: what DDP does to the gradients during the backward, written out (week 10,
-    ``tests/whiten_worker.py``). The trainer's gradients are averaged by DDP
-    (``accelerator.prepare_model``), not by this."""
+    ``tests/whiten_worker.py``), and checked against DDP by ``ddp_gradient_gaps``. The trainer's
+    gradients are averaged by DDP (``accelerator.prepare_model``), not by this."""
     if not distributed_on():
         return
     world = torch.distributed.get_world_size()
@@ -180,3 +186,112 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+# --- The lesson's check: our all-reduce against DDP (week 10, tests/test_ddp_gradients.py) -----------------------
+
+_CHECK_ROWS, _CHECK_FEATURES = 8, 5
+
+
+def _check_model_and_batch() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
+    """The tiny seeded model and batch of ``ddp_gradient_gaps``: the same in every process."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(_CHECK_ROWS, _CHECK_FEATURES, generator=g)
+    y = torch.randn(_CHECK_ROWS, 1, generator=g)
+    with torch.random.fork_rng(devices=[]):  # seeded weights, and the caller's random stream left as it was
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(_CHECK_FEATURES, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    return model, x, y
+
+
+def _flat_grad(model: torch.nn.Module) -> torch.Tensor:
+    return torch.cat([p.grad.detach().reshape(-1).clone() for p in model.parameters()])
+
+
+def _ddp_gradients_worker(rank: int, world_size: int, port: int, out_dir: str, reduce) -> None:
+    """One process of ``ddp_gradient_gaps`` (module level, so that spawn can start it): join the gloo
+    group through ``make_accelerator`` as under torchrun, take this rank's rows, save three gradients."""
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size),
+                      LOCAL_WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    names = [name for _, name in socket.if_nameindex()] if hasattr(socket, "if_nameindex") else []
+    loopback = next((n for n in ("lo", "lo0") if n in names), None)
+    if loopback:
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # one thread each, and accelerate does not warn that it set it
+    torch.set_num_threads(1)
+    accelerator = make_accelerator(torch.device("cpu"))
+    try:
+        model, x, y = _check_model_and_batch()
+        rows = slice(rank * len(x) // world_size, (rank + 1) * len(x) // world_size)
+        x, y = x[rows], y[rows]
+        torch.nn.functional.mse_loss(model(x), y).backward()  # this process's mean over its own rows
+        local = _flat_grad(model)
+        reduce([p.grad for p in model.parameters()])  # (a) our all-reduce, in place
+        ddp = accelerator.prepare_model(_check_model_and_batch()[0])  # (b) the trainer's DDP wrapper
+        accelerator.backward(torch.nn.functional.mse_loss(ddp(x), y))  # DDP averages during this backward
+        torch.save({"local": local, "all_reduce": _flat_grad(model), "ddp": _flat_grad(ddp),
+                    "engine": accelerator.distributed_type.value,
+                    "is_ddp": isinstance(ddp, torch.nn.parallel.DistributedDataParallel)},
+                   Path(out_dir) / f"rank{rank}.pt")
+        torch.distributed.barrier()
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def ddp_gradient_gaps(world_size: int = 2, reduce=all_reduce_mean_, timeout: float = 120.0) -> dict:
+    """Check ``all_reduce_mean_`` against DDP, on ``world_size`` CPU processes (gloo).
+
+    What: every process takes its equal share of the rows of one batch and computes the gradient of
+    a tiny seeded model's loss (a mean over its own rows) twice: (a) a plain backward, then ``reduce``
+    (our ``all_reduce_mean_``); (b) the same model wrapped in DDP by ``accelerator.prepare_model``
+    (``make_accelerator``, the trainer's path), then ``accelerator.backward``. One process also
+    computes the gradient of the loss over the whole batch, which both should equal: the mean of
+    equal-sized shares' means is the whole batch's mean.
+
+    Why: the trainer leaves the gradient average to DDP; ``all_reduce_mean_`` writes out what DDP
+    does, and this shows (week 10) and tests that the two agree. ``reduce`` is there to try another
+    reduction (a sum, say); spawn must be able to import it, so it is a module-level function.
+
+    Returns the largest absolute differences over all processes and parameters:
+    ``all_reduce_vs_ddp``, ``all_reduce_vs_one_process``, ``ddp_vs_one_process``, and
+    ``local_vs_one_process`` (one process's gradient before any averaging: what the average fixes);
+    with ``world_size``, ``engine`` (accelerate's distributed type in the processes), ``ddp`` (the
+    prepared model was a DDP module) and ``wall_s``. Raises a one-line ``RuntimeError`` if a process
+    fails or the processes do not finish within ``timeout`` seconds.
+    """
+    if world_size < 2 or _CHECK_ROWS % world_size:
+        raise ValueError(f"world_size must be at least 2 and divide the batch's {_CHECK_ROWS} rows; got {world_size}")
+    if getattr(reduce, "__module__", None) == "__main__" and not hasattr(sys.modules["__main__"], "__file__"):
+        raise ValueError("reduce must be a function of an importable module: spawned processes cannot import one "
+                         "defined in a notebook or an interactive session")
+    import torch.multiprocessing as mp
+    from torch.multiprocessing.spawn import ProcessException
+
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="ddp-gradients-") as out_dir:
+        context = mp.start_processes(_ddp_gradients_worker, args=(world_size, free_port(), out_dir, reduce),
+                                     nprocs=world_size, join=False, start_method="spawn")
+        try:
+            while not context.join(timeout=max(timeout - (time.perf_counter() - start), 0.1)):
+                if time.perf_counter() - start > timeout:
+                    raise RuntimeError(f"the {world_size} DDP check processes did not finish within {timeout:.0f} s")
+        except ProcessException as error:  # a raised exception carries the process's traceback: keep its last line
+            last = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+            raise RuntimeError(f"the DDP check failed in process {error.error_index}: {last}") from None
+        finally:
+            for process in context.processes:
+                if process.is_alive():
+                    process.terminate()
+                    process.join(5)
+        ranks = [torch.load(Path(out_dir) / f"rank{r}.pt") for r in range(world_size)]
+    model, x, y = _check_model_and_batch()
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    one = _flat_grad(model)
+
+    def gap(key: str, other: str | None = None) -> float:
+        return max((r[key] - (r[other] if other else one)).abs().max().item() for r in ranks)
+
+    return {"all_reduce_vs_ddp": gap("all_reduce", "ddp"), "all_reduce_vs_one_process": gap("all_reduce"),
+            "ddp_vs_one_process": gap("ddp"), "local_vs_one_process": gap("local"), "world_size": world_size,
+            "engine": ranks[0]["engine"], "ddp": all(r["is_ddp"] for r in ranks),
+            "wall_s": time.perf_counter() - start}
