@@ -1287,8 +1287,8 @@ _RATIO_MISTAKES = (
     _Mistake(_HINT_RATIO_UPSIDE_DOWN, _wrong_ratio_upside_down),
     _Mistake("You returned the log-ratio: the ratio is its exponential, exp(logprobs - old_logprobs).",
              _wrong_ratio_without_exp),
-    _Mistake("exp() of each log-prob underflows to 0 for unlikely tokens (0 / 0 = nan): exponentiate the "
-             "difference of the log-probs instead.", _wrong_ratio_of_probabilities),
+    _Mistake("exp() of each log-prob underflows to 0 on the checker's log-probs near -110 in float32 "
+             "(0 / 0 = nan): exponentiate the difference of the log-probs instead.", _wrong_ratio_of_probabilities),
     _Mistake("Log-probs are not probabilities: dividing them is not the ratio. Subtract them and exponentiate.",
              _wrong_ratio_of_logprobs),
 )

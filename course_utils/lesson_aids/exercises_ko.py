@@ -196,8 +196,8 @@ KOREAN: dict[str, str] = {
         "비율이 뒤집혔습니다. r = π_θ / π_old = exp(logprobs - old_logprobs), 즉 현재 정책의 로그 확률에서 이전 정책의 로그 확률을 뺍니다(새것과 이전 것을 바꾸어 썼습니다).",
     "You returned the log-ratio: the ratio is its exponential, exp(logprobs - old_logprobs).":
         "로그 비율을 돌려주었습니다. 비율은 그 지수, exp(logprobs - old_logprobs)입니다.",
-    "exp() of each log-prob underflows to 0 for unlikely tokens (0 / 0 = nan): exponentiate the difference of the log-probs instead.":
-        "가능성이 낮은 토큰에서는 로그 확률 각각의 exp()가 0으로 언더플로됩니다(0 / 0 = nan). 대신 로그 확률의 차이에 exp()를 취하세요.",
+    "exp() of each log-prob underflows to 0 on the checker's log-probs near -110 in float32 (0 / 0 = nan): exponentiate the difference of the log-probs instead.":
+        "채점기가 넣은 −110 근처의 로그 확률에서는 float32로 계산한 로그 확률 각각의 exp()가 0으로 언더플로됩니다(0 / 0 = nan). 대신 로그 확률의 차이에 exp()를 취하세요.",
     "Log-probs are not probabilities: dividing them is not the ratio. Subtract them and exponentiate.":
         "로그 확률은 확률이 아닙니다. 로그 확률끼리 나눈 값은 비율이 아닙니다. 빼고 나서 exp()를 취하세요.",
     "loss = masked_mean(-min(r·A, clip(r, 1 - ε, 1 + ε)·A)) over the real tokens, with r = exp(logprobs - old_logprobs); clipfrac = masked fraction of tokens where the clipped term is strictly the smaller objective.":
