@@ -232,8 +232,8 @@ KOREAN: dict[str, str] = {
         "점수는 첫 토큰이 아니라 *마지막* 실제 토큰(EOS, 또는 잘린 응답의 마지막 열)에 놓입니다.",
     "You put the score on the last column of the tensor; with padding the last real token comes earlier. Find it from the mask (ppo_math.last_token_index).":
         "점수를 텐서의 마지막 열에 놓았습니다. 패딩이 있으면 마지막 실제 토큰은 그보다 앞에 있습니다. 마스크로 찾으세요(ppo_math.last_token_index).",
-    "The score sits ON the last real token here (unlike TRL, not on the position after it).":
-        "여기서는 점수가 마지막 실제 토큰 *위에* 놓입니다(TRL과 달리, 그다음 위치가 아닙니다).",
+    "The score sits ON the last real token (the EOS, or the last column of a truncated response), not on the position after it.":
+        "점수는 마지막 실제 토큰(EOS, 또는 잘린 응답의 마지막 열) *위에* 놓입니다. 그다음 위치가 아닙니다.",
     "The KL term is a penalty: r_t = -β·k_t (+ the score on the last token). Yours adds +β·k_t.":
         "KL 항은 벌점입니다: r_t = -β·k_t (+ 마지막 토큰의 점수). 지금은 +β·k_t를 더했습니다.",
     "The log-ratio is logprobs - ref_logprobs (the policy that sampled the tokens first); you swapped the two.":
