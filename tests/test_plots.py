@@ -345,6 +345,13 @@ def test_whitening_panels_share_axes_and_bins():
     assert edges[0] == edges[1] == edges[2]  # the same bins in every panel
 
 
+def test_whitening_titles_never_show_minus_zero():
+    raw = torch.tensor([[1.0, -1.003, 0.0]])  # mean -0.001: rounds to zero, titled +0.00
+    fig = plots.plot_whitening(raw, raw, raw, torch.ones(1, 3))
+    titles = [ax.get_title() for ax in fig.axes[:3]]
+    assert all("mean +0.00," in t for t in titles), titles
+
+
 def test_gae_spread_draws_mean_and_std_per_value_head():
     lams = [0.0, 0.5, 1.0]
     fig = plots.plot_gae_spread(lams, {"exact V": [0.0, 0.01, -0.01], "biased V": [0.5, 0.4, 0.0]},

@@ -1287,8 +1287,8 @@ _RATIO_MISTAKES = (
     _Mistake(_HINT_RATIO_UPSIDE_DOWN, _wrong_ratio_upside_down),
     _Mistake("You returned the log-ratio: the ratio is its exponential, exp(logprobs - old_logprobs).",
              _wrong_ratio_without_exp),
-    _Mistake("exp() of each log-prob underflows to 0 for unlikely tokens (0 / 0 = nan): exponentiate the "
-             "difference of the log-probs instead.", _wrong_ratio_of_probabilities),
+    _Mistake("exp() of each log-prob underflows to 0 on the checker's log-probs near -110 in float32 "
+             "(0 / 0 = nan): exponentiate the difference of the log-probs instead.", _wrong_ratio_of_probabilities),
     _Mistake("Log-probs are not probabilities: dividing them is not the ratio. Subtract them and exponentiate.",
              _wrong_ratio_of_logprobs),
 )
@@ -1562,7 +1562,8 @@ _SHAPED_MISTAKES = (
              "not on the first token.", _wrong_score_on_first_token),
     _Mistake("You put the score on the last column of the tensor; with padding the last real token comes "
              "earlier. Find it from the mask (ppo_math.last_token_index).", _wrong_score_on_last_column),
-    _Mistake("The score sits ON the last real token here (unlike TRL, not on the position after it).",
+    _Mistake("The score sits ON the last real token (the EOS, or the last column of a truncated response), "
+             "not on the position after it.",
              _wrong_score_after_last_token),
     _Mistake("The KL term is a penalty: r_t = -β·k_t (+ the score on the last token). Yours adds +β·k_t.",
              _wrong_rewards_penalty_added),

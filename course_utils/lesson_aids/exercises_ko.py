@@ -196,8 +196,8 @@ KOREAN: dict[str, str] = {
         "비율이 뒤집혔습니다. r = π_θ / π_old = exp(logprobs - old_logprobs), 즉 현재 정책의 로그 확률에서 이전 정책의 로그 확률을 뺍니다(새것과 이전 것을 바꾸어 썼습니다).",
     "You returned the log-ratio: the ratio is its exponential, exp(logprobs - old_logprobs).":
         "로그 비율을 돌려주었습니다. 비율은 그 지수, exp(logprobs - old_logprobs)입니다.",
-    "exp() of each log-prob underflows to 0 for unlikely tokens (0 / 0 = nan): exponentiate the difference of the log-probs instead.":
-        "가능성이 낮은 토큰에서는 로그 확률 각각의 exp()가 0으로 언더플로됩니다(0 / 0 = nan). 대신 로그 확률의 차이에 exp()를 취하세요.",
+    "exp() of each log-prob underflows to 0 on the checker's log-probs near -110 in float32 (0 / 0 = nan): exponentiate the difference of the log-probs instead.":
+        "채점기가 넣은 −110 근처의 로그 확률에서는 float32로 계산한 로그 확률 각각의 exp()가 0으로 언더플로됩니다(0 / 0 = nan). 대신 로그 확률의 차이에 exp()를 취하세요.",
     "Log-probs are not probabilities: dividing them is not the ratio. Subtract them and exponentiate.":
         "로그 확률은 확률이 아닙니다. 로그 확률끼리 나눈 값은 비율이 아닙니다. 빼고 나서 exp()를 취하세요.",
     "loss = masked_mean(-min(r·A, clip(r, 1 - ε, 1 + ε)·A)) over the real tokens, with r = exp(logprobs - old_logprobs); clipfrac = masked fraction of tokens where the clipped term is strictly the smaller objective.":
@@ -232,8 +232,8 @@ KOREAN: dict[str, str] = {
         "점수는 첫 토큰이 아니라 *마지막* 실제 토큰(EOS, 또는 잘린 응답의 마지막 열)에 놓입니다.",
     "You put the score on the last column of the tensor; with padding the last real token comes earlier. Find it from the mask (ppo_math.last_token_index).":
         "점수를 텐서의 마지막 열에 놓았습니다. 패딩이 있으면 마지막 실제 토큰은 그보다 앞에 있습니다. 마스크로 찾으세요(ppo_math.last_token_index).",
-    "The score sits ON the last real token here (unlike TRL, not on the position after it).":
-        "여기서는 점수가 마지막 실제 토큰 *위에* 놓입니다(TRL과 달리, 그다음 위치가 아닙니다).",
+    "The score sits ON the last real token (the EOS, or the last column of a truncated response), not on the position after it.":
+        "점수는 마지막 실제 토큰(EOS, 또는 잘린 응답의 마지막 열) *위에* 놓입니다. 그다음 위치가 아닙니다.",
     "The KL term is a penalty: r_t = -β·k_t (+ the score on the last token). Yours adds +β·k_t.":
         "KL 항은 벌점입니다: r_t = -β·k_t (+ 마지막 토큰의 점수). 지금은 +β·k_t를 더했습니다.",
     "The log-ratio is logprobs - ref_logprobs (the policy that sampled the tokens first); you swapped the two.":

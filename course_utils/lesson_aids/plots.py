@@ -353,7 +353,8 @@ def plot_whitening(raw, whitened_masked, whitened_naive, mask) -> Figure:
         _, _, patches = ax.hist(real, bins=edges, color=colour)
         _tag(patches, name)
         ax.axvline(0.0, color="black", lw=0.8)
-        ax.set_title(f"{name}\nmean {real.mean():+.2f}, std {real.std(ddof=1):.2f}", fontsize=9)
+        mean = round(float(real.mean()), 2) + 0.0  # + 0.0: a mean that rounds to -0.00 is titled +0.00
+        ax.set_title(f"{name}\nmean {mean:+.2f}, std {real.std(ddof=1):.2f}", fontsize=9)
         ax.set_xlabel("value on real tokens")
     axes[0][0].set_ylabel("tokens")
     return fig
