@@ -799,7 +799,7 @@ def test_a_korean_stub_hint_and_other_failures_are_korean():
     assert not result.attempted and result.message.startswith("아직 시도하지 않음: ")
     assert "exercises.hint('masked_mean', lang='ko')" in result.message
     text = exercises.hint("masked_mean", lang="ko")
-    assert "check()가 알아보는 실수:" in text and all(HANGUL.search(line) for line in text.splitlines() if line)
+    assert "check()가 잡아내는 실수:" in text and all(HANGUL.search(line) for line in text.splitlines() if line)
 
     def boom(x, mask, dim=None):
         raise RuntimeError("boom")

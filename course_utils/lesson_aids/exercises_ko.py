@@ -72,7 +72,7 @@ PHRASES: dict[str, dict[str, str]] = {
         "exactly_this_mistake": '{hint} ("{case}"에서 나온 출력이 정확히 이 실수가 내는 값입니다.)',
         "hint_line": "힌트: {hint}",
         "also_line": "또한: {hint}",
-        "mistakes_heading": "check()가 알아보는 실수:",
+        "mistakes_heading": "check()가 잡아내는 실수:",
         "not_compared": "결과를 라이브러리의 결과와 비교할 수 없었습니다({error})",
         "padding_position": "패딩(그 자리의 mask는 0)",
         "last_real_token": "{row}행의 마지막 실제 토큰",
@@ -177,7 +177,7 @@ KOREAN: dict[str, str] = {
     "Divide by the standard deviation sqrt(var + eps), not by the variance.":
         "분산이 아니라 표준 편차 sqrt(var + eps)로 나누세요.",
     "V_clip = V_old + clip(V - V_old, -c, c); loss = 0.5 · masked_mean(max((V - R)², (V_clip - R)²)); clipfrac = masked fraction of tokens where the clipped error is strictly larger.":
-        "V_clip = V_old + clip(V - V_old, -c, c), loss = 0.5 · masked_mean(max((V - R)², (V_clip - R)²)), clipfrac = 클리핑된 오차가 엄격하게 더 큰 토큰의 비율(마스크 적용)입니다.",
+        "V_clip = V_old + clip(V - V_old, -c, c), loss = 0.5 · masked_mean(max((V - R)², (V_clip - R)²)), clipfrac = 클리핑된 오차가 엄밀하게 더 큰 토큰의 비율(마스크 적용)입니다.",
     "The value loss has a factor 0.5 in front: loss = 0.5 · masked_mean(max((V - R)², (V_clip - R)²)).":
         "value 손실 앞에는 0.5가 붙습니다: loss = 0.5 · masked_mean(max((V - R)², (V_clip - R)²)).",
     "Take the max of the two squared errors (the pessimistic choice); yours takes the min.":
@@ -189,7 +189,7 @@ KOREAN: dict[str, str] = {
     "values are the new predictions and old_values those made at rollout time: the clip is centred on old_values (you swapped them).":
         "values는 새 예측이고 old_values는 롤아웃 때의 예측입니다. 클리핑의 중심은 old_values입니다(둘을 바꾸어 썼습니다).",
     "clipfrac counts the tokens where the clipped error is strictly the larger one, not every token with |V - V_old| > c.":
-        "clipfrac은 클리핑된 오차가 엄격하게 더 큰 토큰만 셉니다. |V - V_old| > c인 토큰을 모두 세는 것이 아닙니다.",
+        "clipfrac은 클리핑된 오차가 엄밀하게 더 큰 토큰만 셉니다. |V - V_old| > c인 토큰을 모두 세는 것이 아닙니다.",
     "r = exp(logprobs - old_logprobs): the current policy over the rollout policy, computed from the difference of log-probs.":
         "r = exp(logprobs - old_logprobs): 현재 정책을 롤아웃 정책으로 나눈 값이며, 로그 확률의 차이로 계산합니다.",
     "Your ratio is upside down: r = π_θ / π_old = exp(logprobs - old_logprobs), the current policy's log-probs minus the old ones (you swapped new and old).":
@@ -197,11 +197,11 @@ KOREAN: dict[str, str] = {
     "You returned the log-ratio: the ratio is its exponential, exp(logprobs - old_logprobs).":
         "로그 비율을 돌려주었습니다. 비율은 그 지수, exp(logprobs - old_logprobs)입니다.",
     "exp() of each log-prob underflows to 0 on the checker's log-probs near -110 in float32 (0 / 0 = nan): exponentiate the difference of the log-probs instead.":
-        "채점기가 넣은 −110 근처의 로그 확률에서는 float32로 계산한 로그 확률 각각의 exp()가 0으로 언더플로됩니다(0 / 0 = nan). 대신 로그 확률의 차이에 exp()를 취하세요.",
+        "검사 코드가 넣은 −110 근처의 로그 확률에서는 float32로 계산한 로그 확률 각각의 exp()가 0으로 언더플로됩니다(0 / 0 = nan). 대신 로그 확률의 차이에 exp()를 취하세요.",
     "Log-probs are not probabilities: dividing them is not the ratio. Subtract them and exponentiate.":
         "로그 확률은 확률이 아닙니다. 로그 확률끼리 나눈 값은 비율이 아닙니다. 빼고 나서 exp()를 취하세요.",
     "loss = masked_mean(-min(r·A, clip(r, 1 - ε, 1 + ε)·A)) over the real tokens, with r = exp(logprobs - old_logprobs); clipfrac = masked fraction of tokens where the clipped term is strictly the smaller objective.":
-        "loss = masked_mean(-min(r·A, clip(r, 1 - ε, 1 + ε)·A)), 실제 토큰만으로 계산하고 r = exp(logprobs - old_logprobs)입니다. clipfrac = 클리핑된 항이 엄격하게 더 작은 목적값이 되는 토큰의 비율(마스크 적용)입니다.",
+        "loss = masked_mean(-min(r·A, clip(r, 1 - ε, 1 + ε)·A)), 실제 토큰만으로 계산하고 r = exp(logprobs - old_logprobs)입니다. clipfrac = 클리핑된 항이 엄밀하게 더 작은 목적값이 되는 토큰의 비율(마스크 적용)입니다.",
     "PPO takes the min of r·A and clip(r, 1 - ε, 1 + ε)·A (the pessimistic objective); yours takes the max.":
         "PPO는 r·A와 clip(r, 1 - ε, 1 + ε)·A 중 작은 쪽(비관적인 목적)을 고릅니다. 지금은 큰 쪽을 골랐습니다.",
     "The loss is minus the objective: PPO maximises the clipped objective, the optimiser minimises the loss. You returned the objective (the minus sign is missing).":
@@ -213,7 +213,7 @@ KOREAN: dict[str, str] = {
     "You never clipped: the clipped term never takes part, so large moves are not limited. Take the min of r·A and clip(r, 1 - ε, 1 + ε)·A.":
         "클리핑을 하지 않았습니다. 클리핑된 항이 전혀 쓰이지 않으니 큰 변화가 제한되지 않습니다. r·A와 clip(r, 1 - ε, 1 + ε)·A 중 작은 쪽을 고르세요.",
     "clipfrac counts the tokens where the clipped term was chosen (its objective strictly smaller than r·A). A ratio outside the band is not clipped when the advantage pulls it back inside.":
-        "clipfrac은 클리핑된 항이 선택된 토큰(그 목적값이 r·A보다 엄격하게 작은 토큰)을 셉니다. 어드밴티지가 비율을 구간 안쪽으로 되돌리는 방향이면, 구간 밖의 비율이라도 클리핑된 것이 아닙니다.",
+        "clipfrac은 클리핑된 항이 선택된 토큰(그 목적값이 r·A보다 엄밀하게 작은 토큰)을 셉니다. 어드밴티지가 비율을 구간 안쪽으로 되돌리는 방향이면, 구간 밖의 비율이라도 클리핑된 것이 아닙니다.",
     "lr = logprobs - ref_logprobs; k1 = lr, k2 = lr² / 2, k3 = exp(-lr) - 1 + lr. The mask is optional: with mask=None return the estimate everywhere; with a mask, 0 on the padding.":
         "lr = logprobs - ref_logprobs; k1 = lr, k2 = lr² / 2, k3 = exp(-lr) - 1 + lr. 마스크는 선택 사항입니다. mask=None이면 모든 위치의 추정값을, 마스크가 있으면 패딩에 0을 돌려주세요.",
     "logprobs (the policy that sampled the tokens) comes first: lr = logprobs - ref_logprobs. Swapping the arguments flips the sign of k1 and turns k3 into exp(lr) - 1 - lr. If only your k3 is wrong, you wrote it with ρ = π / π_ref; k3 uses ρ = π_ref / π: exp(-lr) - 1 + lr.":
