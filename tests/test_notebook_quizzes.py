@@ -99,9 +99,11 @@ def test_the_correct_option_is_not_usually_the_longest():
 
 # Issue 35, weeks 1-5: counted over all weeks the checks above hold, yet within the first block a
 # learner could still find most keys (8 of 17 shown at "d", 11 of 17 the longest option, and 26 of 51
-# wrong options but no key giving a "since/because" reason). These notebooks were rebalanced; weeks
-# 6a-11 are not yet, so they are not in the block.
-BLOCK = ("week01_four_models", "week02_rollouts", "week03_advantage", "week04_ratio_clipping", "week05_kl_shaping")
+# wrong options but no key giving a "since/because" reason). These notebooks were rebalanced, and so
+# were weeks 6a, 6b and 9 (issue 35, round 2; their computed keys, f-string stems, are not read here);
+# the other weeks are not yet, so they are not in the block.
+BLOCK = ("week01_four_models", "week02_rollouts", "week03_advantage", "week04_ratio_clipping", "week05_kl_shaping",
+         "week06a_sft_warm_up", "week06b_reward_model", "week09_policy_lag")
 BLOCK_SINGLE = [q for q in SINGLE if q["notebook"] in BLOCK]
 CONNECTIVE = re.compile(r"\b(since|because)\b", re.IGNORECASE)
 

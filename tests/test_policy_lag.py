@@ -293,6 +293,17 @@ def test_ratio_histograms_reject_bad_input(bad):
         pl.plot_ratio_histograms(bad, cliprange=0.2)
 
 
+def test_lag_plot_kl_panel_starts_at_epoch_one():
+    # Issue 35 (week 9): a round-off KL of 3.8e-11 at epoch 0 stretched the log axis over ten decades.
+    rows = [{"epoch": e, "clipfrac": 0.1 * e, "approx_kl": 3.8e-11 if e == 0 else 0.16 * e, "ratio_std": 0.05 * e,
+             "effective_sample_fraction": 1 - 0.02 * e} for e in range(9)]
+    fig = pl.plot_lag_vs_epoch({"preset": rows})
+    (line,) = [ln for ax in fig.get_axes() for ln in ax.get_lines() if ln.get_gid() == "approx_kl: preset"]
+    assert list(line.get_xdata()) == list(range(1, 9))
+    fig.canvas.draw()
+    assert line.axes.get_ylim()[0] > 1e-3  # the axis spans the measured KL, not the round-off
+
+
 def test_lag_plot_draws_each_run_as_given():
     rows = [{"epoch": e, "clipfrac": 0.1 * e, "approx_kl": 0.01 * e, "ratio_std": 0.05 * e,
              "effective_sample_fraction": 1 - 0.02 * e} for e in range(4)]

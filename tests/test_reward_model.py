@@ -539,6 +539,16 @@ def test_scores_by_verdict_histograms_count_every_answer_once():
         rm_plots.plot_scores_by_verdict([1.0, 2.0], [True])
 
 
+def test_scores_by_verdict_draws_the_passing_bars_over_the_failing_ones():
+    # Issue 35 (6b's figure 31): 5 passes and 5 failures in the same top bin showed as one brown bar.
+    scores = np.array([1.6] * 5 + [1.6] * 5 + [-1.6] * 20)
+    passed = np.array([True] * 5 + [False] * 25)
+    fig = rm_plots.plot_scores_by_verdict(scores, passed, bins=8)
+    (hist_ax,) = fig.axes
+    passes, fails = gid_artists(hist_ax, "pass"), gid_artists(hist_ax, "fail")
+    assert min(p.get_zorder() for p in passes) > max(p.get_zorder() for p in fails)
+
+
 def test_length_probe_plot_draws_one_bar_per_padding():
     probe = {"n": 10, "mean_score_correct": 1.0,
              "filler_x1": {"mean_delta": -2.0, "fraction_higher": 0.1, "checker_passes": 0, "example": "x"},

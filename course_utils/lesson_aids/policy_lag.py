@@ -272,8 +272,10 @@ def plot_lag_vs_epoch(runs: Mapping[str, Sequence[dict]], cliprange: float | Non
     Lines carry the gid ``"<quantity>: <label>"``.
 
     The approximate KL is drawn on a log axis: runs at different learning rates differ by orders of
-    magnitude, and a small one would lie flat on zero on a linear axis. Its zero points (epoch 0, before
-    any step, where π_θ is π_old) have no place on that axis and are left out.
+    magnitude, and a small one would lie flat on zero on a linear axis. Its panel starts at epoch 1:
+    at epoch 0, before any step, π_θ is π_old and the KL is 0 up to round-off (a value such as 1e-11
+    from a sampler's cached forward pass), which would stretch the log axis over ten decades and flatten
+    the growth over the epochs that the panel is there to show. Non-positive values are left out too.
     """
     if not runs:
         raise ValueError("runs is empty: give at least one label -> per-epoch rows")
@@ -289,8 +291,9 @@ def plot_lag_vs_epoch(runs: Mapping[str, Sequence[dict]], cliprange: float | Non
                 raise ValueError(f"run {label!r} needs per-epoch rows with 'epoch' and {key!r}")
             x = [row["epoch"] for row in rows]
             y = [row[key] for row in rows]
-            if key == "approx_kl":  # k3 is >= 0; its zeros cannot sit on the log axis
-                x, y = [e for e, v in zip(x, y) if v > 0], [v for v in y if v > 0]
+            if key == "approx_kl":  # from epoch 1 (epoch 0 is round-off); k3's zeros cannot sit on a log axis
+                kept = [(e, v) for e, v in zip(x, y) if e >= 1 and v > 0]
+                x, y = [e for e, _ in kept], [v for _, v in kept]
             (line,) = ax.plot(x, y, marker="o", ms=3, ls="-" if i == 0 else "--", label=label)
             line.set_gid(f"{key}: {label}")
         ax.set_title(title + (f" (ε = {cliprange})" if key == "clipfrac" and cliprange else ""), fontsize=10)

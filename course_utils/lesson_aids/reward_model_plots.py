@@ -121,7 +121,9 @@ def plot_scores_by_verdict(scores: Sequence[float], passed: Sequence[bool], tier
     """Reward-model scores of generated answers, split by the checker's verdict.
 
     Left: histograms of passing (gid ``"pass"``) and failing (gid ``"fail"``) answers on shared
-    bins, with each group's mean as a vertical line (gids ``"mean pass"``, ``"mean fail"``).
+    bins, with each group's mean as a vertical line (gids ``"mean pass"``, ``"mean fail"``). The
+    passing bars are drawn on top of the failing ones, outlined, so that a bin holding both still
+    shows its passes (the few passes of a policy otherwise vanish behind the failures' colour).
     Right (with ``tiers``): one row of points per checker tier, in ``TIER_ORDER`` from the top, gid
     ``"tier <name>"``, points spread vertically by a fixed pattern so equal scores stay visible.
     """
@@ -134,10 +136,11 @@ def plot_scores_by_verdict(scores: Sequence[float], passed: Sequence[bool], tier
     edges = np.histogram_bin_edges(s, bins=bins)
     fig, axes = _figure(2 if tiers is not None else 1, width=4.8, height=3.4)
     ax = axes[0]
-    for flag, name, colour in ((True, "pass", "tab:green"), (False, "fail", "tab:red")):
+    for flag, name, colour, layer in ((True, "pass", "tab:green", 3), (False, "fail", "tab:red", 2)):
         group = s[y == flag]
         if len(group):
-            _, _, patches = ax.hist(group, bins=edges, color=colour, alpha=0.6, label=f"{name} (n={len(group)})")
+            _, _, patches = ax.hist(group, bins=edges, color=colour, alpha=0.6, label=f"{name} (n={len(group)})",
+                                    zorder=layer, edgecolor="darkgreen" if flag else "none", linewidth=1.2)
             for patch in patches:
                 patch.set_gid(name)
             ax.axvline(group.mean(), color=colour, lw=2, ls="--", gid=f"mean {name}")
