@@ -47,6 +47,9 @@ def test_coverage_points_and_their_verdicts():
     assert "winner: PPO" in verdicts[0] and "standard errors combined" in verdicts[0]
     assert "winner: SFT" in verdicts[1] and "paired by seed" in verdicts[1]  # -5.0 +- 0.0 paired
     assert "winner: SFT" in verdicts[2]
+    # At 0% no demonstration exists: the "SFT" there is the untrained instruct model, and it is named so.
+    assert verdicts[0].startswith(f"0% of the families with demonstrations — {capstone.NO_SFT_NAME} ")
+    assert " — SFT " in verdicts[2] and capstone.NO_SFT_NAME not in verdicts[2]
     uncovered = capstone.demo_coverage_points(measurements(True), measure="uncovered")
     assert [p["coverage"] for p in uncovered] == [0, 80]
     assert "winner: PPO" in capstone.verdict(uncovered[1])
@@ -139,3 +142,13 @@ def test_retention_plot_puts_each_seed_at_its_gain_and_change_with_ppos_path_and
     assert len(half) == 1 and np.allclose(half[0].get_ydata(), -11.0)  # half of SFT's mean loss of 22 points
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert any(label.endswith("+42 / -22") for label in labels) and any(label.endswith("+33 / -2") for label in labels)
+
+
+def test_unmeasured_noise_rates_and_the_chance_pass_at_k():
+    design = {"arms": {"sft_full@0.75": {}, "sft_ppo_checker@0.75": {}, "sft_full@0.25": {}}}
+    assert capstone.unmeasured_noise_rates(design) == [0.5]
+    assert capstone.unmeasured_noise_rates({"arms": {}}) == list(capstone.NOISE_RATES)
+    assert capstone.chance_pass_at_k(0.5, 16) == pytest.approx(1 - 0.5 ** 16)
+    assert capstone.chance_pass_at_k(0.25, 1) == pytest.approx(0.25) and capstone.chance_pass_at_k(0.0, 16) == 0.0
+    with pytest.raises(ValueError):
+        capstone.chance_pass_at_k(1.5, 4)

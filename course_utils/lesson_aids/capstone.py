@@ -86,6 +86,10 @@ def plot_pass_at_k_shift(shift: Mapping[str, Mapping[str, float]], k: int = 16) 
     return fig
 
 
+NO_SFT_NAME = "no SFT possible: the instruct model"
+"""What stands in the SFT column where no family has demonstrations (the 0% coverage point)."""
+
+
 def demo_coverage_points(measurements: Mapping, measure: str = "all") -> list[dict]:
     """The measured points of "which arm wins as demonstrations cover fewer tasks", in percent of
     the task families that have demonstrations:
@@ -103,12 +107,13 @@ def demo_coverage_points(measurements: Mapping, measure: str = "all") -> list[di
 
     ``measure``: "all" reads every test prompt (the same 100 at each point); "uncovered" reads only
     the prompts of families without demonstrations (so the 100% point has none, and 0% is all).
-    Each point: ``{"coverage", "sft": [per seed], "ppo": [per seed], "measured_on"}``."""
+    Each point: ``{"coverage", "sft": [per seed], "ppo": [per seed], "measured_on"}``; the 0% point
+    also has ``"sft_name"`` (``NO_SFT_NAME``), since its "SFT" is the untrained instruct model."""
     if measure not in ("all", "uncovered"):
         raise ValueError(f"measure is 'all' or 'uncovered', got {measure!r}")
     arms = measurements["pipeline"]["arms"]
     points = [{"coverage": 0, "sft": arms["base"]["test"], "ppo": arms["ppo_instruct"]["test"],
-               "measured_on": "all 100 test prompts (no family has demonstrations)"}]
+               "sft_name": NO_SFT_NAME, "measured_on": "all 100 test prompts (no family has demonstrations)"}]
     design = measurements["designs"].get("g_no_demonstrations")
     if design:
         key = "test" if measure == "all" else "test_nodemo"
@@ -146,7 +151,8 @@ def verdict(point: Mapping) -> str:
     sft, sft_se = mean_se(point["sft"])
     ppo, ppo_se = mean_se(point["ppo"])
     diff, se, how, winner = compare(point["ppo"], point["sft"])
-    text = (f"{point['coverage']}% of the families with demonstrations — SFT {sft:.1f} ± {sft_se:.1f}, "
+    text = (f"{point['coverage']}% of the families with demonstrations — {point.get('sft_name', 'SFT')} "
+            f"{sft:.1f} ± {sft_se:.1f}, "
             f"PPO {ppo:.1f} ± {ppo_se:.1f}: PPO − SFT = {diff:+.1f} ± {se:.1f} ({how}); winner: {winner} "
             f"(measured on {point['measured_on']}).")
     if "sft_filtered" in point:
@@ -172,6 +178,10 @@ def plot_coverage(points: Sequence[Mapping], highlight: int | None = None) -> Fi
         ax.plot(np.add(xs, offset), [m for m, _ in means], ":", color=colour, lw=0.8)
         for x, p in zip(xs, points):
             ax.plot(np.full(len(p[name]), x + offset), p[name], ".", color=colour, alpha=0.5)
+    for x, p in zip(xs, points):  # a point whose "SFT" is no SFT at all says so beside it
+        if "sft_name" in p:
+            ax.annotate(p["sft_name"], (x - 1.2, mean_se(p["sft"])[0]), xytext=(8, 0), textcoords="offset points",
+                        ha="left", va="center", fontsize=7, color="C1")
     filtered = [p for p in points if "sft_filtered" in p]
     for i, p in enumerate(filtered):  # measured at fewer points: markers only, no line
         mean, se = mean_se(p["sft_filtered"])
@@ -201,6 +211,29 @@ def plot_design_arms(design: Mapping, labels: Mapping[str, str]) -> Figure:
     fig = plot_arms(arms, set_labels=sets)
     fig.axes[0].set_title("design (g): tasks nobody demonstrated (mean ± SE; dots: seeds)", fontsize=10)
     return fig
+
+
+NOISE_RATES = (0.25, 0.5, 0.75)
+"""Design (f)'s noise levels, fixed before any run: either side of one half, where the habit becomes
+the majority answer of every family (noise 0 is the pipeline's own arms)."""
+
+
+def unmeasured_noise_rates(design: Mapping, planned: Sequence[float] = NOISE_RATES) -> list[float]:
+    """The planned noise levels of design (f) that no arm in ``design["arms"]`` ("<kind>@<rate>") has."""
+    measured = {float(name.rsplit("@", 1)[1]) for name in design["arms"]}
+    return [rate for rate in planned if rate not in measured]
+
+
+def chance_pass_at_k(p: float, k: int) -> float:
+    """pass@k of a policy whose samples pass independently, each with probability ``p``:
+
+        pass@k = 1 - (1 - p)^k
+
+    A two-answer task (Yes or No) guessed at random has p = 1/2, so pass@16 = 1 - 0.5^16: its
+    pass@16 says nothing about what the policy can do."""
+    if not 0.0 <= p <= 1.0 or k < 1:
+        raise ValueError(f"need 0 <= p <= 1 and k >= 1, got p={p}, k={k}")
+    return 1.0 - (1.0 - p) ** k
 
 
 NOISY_ARM_LABELS = {

@@ -48,16 +48,25 @@ def plot_training_curves(history: list[dict], evals: list[dict] | None = None, w
     steps = [h["update"] for h in history]
     for ax, (key, title, _) in zip(axes.flat, CURVES):
         values = [h.get(key, np.nan) for h in history]
-        ax.plot(steps, values, color="tab:blue", alpha=0.3, lw=1)
+        ax.plot(steps, values, color="tab:blue", alpha=0.3, lw=1, label="each update")
         if values:
-            ax.plot(steps, smooth(values, window), color="tab:blue", lw=2)
+            ax.plot(steps, smooth(values, window), color="tab:blue", lw=2, label=f"mean of the last {window}")
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("update")
         ax.grid(alpha=0.3)
+    if history:  # one key for every curve panel: which line is which
+        axes.flat[0].legend(fontsize=8, loc="best")
     ax = axes.flat[len(CURVES)]
     if evals:
-        ax.plot([e["update"] for e in evals], [100 * e["pass_rate"] for e in evals], "o-", color="tab:green")
-    ax.set_title("held-out pass rate (%)", fontsize=10)
+        # The whole 0-100 scale with each evaluation's binomial standard error, sqrt(p(1-p)/n) over its
+        # n prompts: on 100 prompts a swing of a few points is noise, and a zoomed axis would hide that.
+        rates = np.array([e["pass_rate"] for e in evals], dtype=float)
+        counts = np.array([len(e.get("answers") or []) for e in evals], dtype=float)
+        se = np.where(counts > 0, np.sqrt(rates * (1 - rates) / np.maximum(counts, 1)), 0.0)
+        ax.errorbar([e["update"] for e in evals], 100 * rates, yerr=100 * se, fmt="o-", color="tab:green",
+                    capsize=3)
+        ax.set_ylim(0, 100)
+    ax.set_title("held-out pass rate (%, ± 1 SE)", fontsize=10)
     ax.set_xlabel("update")
     ax.grid(alpha=0.3)
     axes.flat[-1].axis("off")
