@@ -107,8 +107,11 @@ def cmd_glossary(argv: list[str]) -> None:
 
     parser = argparse.ArgumentParser(prog="python -m course_utils glossary", description=COMMANDS["glossary"][0])
     parser.add_argument("--readme", action="store_true", help="rewrite the glossary table in README.md instead")
-    if not parser.parse_args(argv).readme:
-        print(glossary.show_glossary())
+    parser.add_argument("--lang", choices=glossary.LANGUAGES, default="en",
+                        help="the language of the header and the meanings (ko: Korean)")
+    args = parser.parse_args(argv)
+    if not args.readme:
+        print(glossary.show_glossary(lang=args.lang))
         return
     README.write_text(glossary.readme_with_glossary(README.read_text(encoding="utf-8")), encoding="utf-8")
     print(f"updated the glossary table in {README}")

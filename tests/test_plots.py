@@ -402,6 +402,33 @@ def test_glossary_has_korean_for_every_term_and_helpful_errors():
         glossary.show_glossary(["advantage whitenning"])
 
 
+def test_every_glossary_term_has_a_korean_meaning():
+    """The Korean lessons show the glossary with Korean meanings (lang="ko"): no term may lack one."""
+    hangul = re.compile(r"[\uac00-\ud7a3]")
+    missing = sorted(set(glossary.GLOSSARY) - set(glossary.MEANINGS_KO))
+    assert not missing, f"add a Korean meaning to MEANINGS_KO for {missing}"
+    assert set(glossary.MEANINGS_KO) == set(glossary.GLOSSARY), "MEANINGS_KO names a term that is not in GLOSSARY"
+    assert all(hangul.search(meaning) for meaning in glossary.MEANINGS_KO.values())
+
+
+def test_show_glossary_in_korean_and_english_by_default():
+    terms = ["policy", "clip fraction", "probability ratio"]
+    english = glossary.show_glossary(terms)
+    assert str(english) == str(glossary.show_glossary(terms, lang="en"))
+    assert str(english).splitlines()[0] == "Glossary (English | 한국어 | meaning)"
+    assert "<th>meaning</th>" in english._repr_html_() and glossary.MEANINGS["policy"] in str(english)
+    korean = glossary.show_glossary(terms, lang="ko")
+    lines = str(korean).splitlines()
+    assert lines[0] == "용어집 (English | 한국어 | 뜻)"
+    assert all(glossary.MEANINGS_KO[t] in line and t in line for t, line in zip(terms, lines[1:]))
+    assert "<th>뜻</th>" in korean._repr_html_() and glossary.MEANINGS_KO["policy"] in korean._repr_html_()
+    assert "| English | 한국어 | 뜻 |" in korean.markdown()
+    # the two 비율 of week 4 are told apart: a probability ratio, and a share of clipped tokens
+    assert glossary.GLOSSARY["clip fraction"].startswith("클리핑된 토큰 비율")
+    with pytest.raises(ValueError, match="lang"):
+        glossary.show_glossary(terms, lang="fr")
+
+
 def test_readme_glossary_is_the_generated_table():
     readme = (figures.FIGURES_DIR.parent / "README.md").read_text(encoding="utf-8")
     assert glossary.readme_with_glossary(readme) == readme, "run: python -m course_utils glossary --readme"

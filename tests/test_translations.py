@@ -3,14 +3,16 @@
 - every translated cell still translates the English cell it records (names the notebook and cells);
 - the drift check fails on a changed, a new or a removed English cell (on a copy in a temp folder);
 - notebooks/ko/*.ipynb are exactly the merge (nobody edits them by hand);
-- their code is the English code but for the quiz texts and ``lang="ko"`` on the quiz and exercise
-  calls, their other outputs are the English ones;
+- their code is the English code but for the quiz texts and ``lang="ko"`` on the quiz, exercise and
+  glossary calls, their other outputs are the English ones;
+- their glossary tables have the Korean header and Korean meanings;
 - their quizzes and exercise checks answer back in Korean, headless, without English scaffolding.
 """
 
 from __future__ import annotations
 
 import ast
+import html
 import re
 import shutil
 from pathlib import Path
@@ -18,6 +20,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from course_utils.lesson_aids import glossary
 from course_utils.lesson_aids import quiz as quiz_module
 from course_utils.machinery import translations as tr
 
@@ -74,8 +77,9 @@ def blank_strings(source: str) -> str:
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lesson_id)
 def test_one_source_of_truth_for_code(lesson):
-    """Same cells, same ids; code cells identical except the quiz texts and ``lang="ko"`` on the quiz
-    and exercise calls; outputs identical except the re-rendered quizzes and exercise messages."""
+    """Same cells, same ids; code cells identical except the quiz texts and ``lang="ko"`` on the quiz,
+    exercise and glossary calls; outputs identical except the re-rendered quizzes, exercise messages
+    and glossary tables."""
     english = nbformat.read(lesson.english, as_version=4)
     korean = nbformat.read(lesson.generated, as_version=4)
     assert [c.id for c in korean.cells] == [c.id for c in english.cells]
@@ -89,6 +93,11 @@ def test_one_source_of_truth_for_code(lesson):
         elif tr.is_exercise_cell(en):
             assert ko.source == tr.with_language(en.source, "ko"), f"{lesson.name} cell {en.id}: only lang= may differ"
             assert [o.output_type for o in ko.outputs] == [o.output_type for o in en.outputs]
+        elif tr.is_glossary_cell(en):
+            assert ko.source == tr.with_language(en.source, "ko"), f"{lesson.name} cell {en.id}: only lang= may differ"
+            assert ko.source != en.source and 'lang="ko")' in ko.source
+            assert [o.output_type for o in ko.outputs] == [o.output_type for o in en.outputs]
+            assert [sorted(o.get("data", {})) for o in ko.outputs] == [sorted(o.get("data", {})) for o in en.outputs]
         else:
             assert ko.source == en.source, f"{lesson.name} cell {en.id}: only quiz cells may differ"
             assert ko.outputs == en.outputs, f"{lesson.name} cell {en.id}: outputs are the English notebook's"
@@ -218,6 +227,32 @@ def test_the_korean_exercise_cells_answer_in_korean(lesson):
                 assert "Mistakes that" not in text and "not attempted" not in text
 
 
+@pytest.mark.parametrize("lesson", LESSONS, ids=lesson_id)
+def test_the_korean_glossary_table_is_korean(lesson):
+    """The glossary at the end of a Korean lesson: ``show_glossary([...], lang="ko")``, and its stored
+    output is that table (Korean header, Korean meanings), for the lesson's own terms, in both views."""
+    korean = nbformat.read(lesson.generated, as_version=4)
+    cells = [c for c in korean.cells if tr.is_glossary_cell(c)]
+    assert len(cells) == 1, f"{lesson.name}: expected one glossary cell, found {len(cells)}"
+    (cell,) = cells
+    call = ast.parse(cell.source).body[-1].value
+    terms = [item.value for item in call.args[0].elts]
+    assert [k.value.value for k in call.keywords if k.arg == "lang"] == ["ko"], f"{lesson.name} cell {cell.id}"
+    results = [o for o in cell.outputs if o.output_type == "execute_result"]
+    assert len(results) == 1, f"{lesson.name} cell {cell.id}: the glossary cell shows no table"
+    text, page = tr._text(results[0].data["text/plain"]), tr._text(results[0].data["text/html"])
+    lines = text.split("\n")
+    assert lines[0] == "용어집 (English | 한국어 | 뜻)", f"{lesson.name} cell {cell.id}: {lines[0]!r}"
+    assert "Glossary" not in text and "meaning" not in text and "<th>뜻</th>" in page
+    assert len(lines) == len(terms) + 1
+    for term, line in zip(terms, lines[1:]):
+        assert line.lstrip().startswith(term + " ") and glossary.GLOSSARY[term] in line
+        assert line.endswith(f"| {glossary.MEANINGS_KO[term]}"), f"{lesson.name}, {term}: {line!r}"
+        assert glossary.MEANINGS[term] not in line and glossary.MEANINGS[term] not in page
+        assert html.escape(glossary.MEANINGS_KO[term]) in page
+    assert text == str(glossary.show_glossary(terms, lang="ko"))
+
+
 def test_with_language_adds_lang_to_the_outer_calls_only():
     source = ('quiz = Quiz("t", [\n    MultipleChoice("q?", {"a": "x", "b": "y"}, answer="a"),\n])\n'
               'checklist(["a b"],)  # done\nexercises.hint("masked_mean")\nexercises.check("masked_mean", f)\n'
@@ -229,6 +264,20 @@ def test_with_language_adds_lang_to_the_outer_calls_only():
                    'print(len("x"))\n')
     assert tr.with_language(out, "ko") == out and tr.with_language(source, "en") == source
     assert tr.with_language("checklist(\n    [\"a\"]  # a, b\n)\n", "ko") == "checklist(\n    [\"a\"], lang=\"ko\"  # a, b\n)\n"
+    glossary_cell = 'show_glossary(["policy", "actor",\n               "reward"])'
+    assert tr.with_language(glossary_cell, "ko") == 'show_glossary(["policy", "actor",\n               "reward"], lang="ko")'
+    assert tr.with_language("from course_utils.lesson_aids.glossary import show_glossary\n", "ko") == (
+        "from course_utils.lesson_aids.glossary import show_glossary\n")
+
+
+def test_a_glossary_output_is_rendered_again_in_korean():
+    source = 'show_glossary(["policy", "clip fraction"])'
+    english = tr._display_data(glossary.show_glossary(["policy", "clip fraction"]))
+    obj = tr.glossary_output(source, tr._text(english["text/plain"]), "ko")
+    assert str(obj) == str(glossary.show_glossary(["policy", "clip fraction"], lang="ko"))
+    assert str(obj).startswith("용어집 (English | 한국어 | 뜻)")
+    assert tr.glossary_output(source, "something else", "ko") is None  # not a glossary table: left as it is
+    assert tr.glossary_output("terms = ['policy']\nshow_glossary(terms)", tr._text(english["text/plain"]), "ko") is None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 One source of truth for code. A translated notebook (``notebooks/ko/week01_four_models.ipynb``) is
 never edited by hand: it is the English notebook with its markdown cells replaced and, in the quiz
 cells, the English string literals (questions, options, feedback, hints, checklist items) replaced
-by translated ones. Every other code cell, and every output, is the English notebook's.
+by translated ones. Every other code cell, and every output, is the English notebook's (but for the
+``lang`` argument and the outputs rendered again in the language, below).
 
 The translations file (``notebooks/translations/ko/week01_four_models.yaml``) is keyed by the
 English cell id (nbformat 4.5). Each entry records the SHA-256 of the English cell source it
@@ -39,10 +40,13 @@ widget); the text and HTML views remain.
 The fixed phrases around the texts (a quiz's "Correct." and "Try again", the call to make, its
 buttons; an exercise check's verdict, diagnosis and hints) are the library's, in the language its
 ``lang`` argument names. The merge adds ``lang="<language>"`` to each outermost quiz call of a quiz
-cell (``Quiz``, ``checklist``: their questions follow) and to each ``exercises.check`` and
-``exercises.hint`` call (``with_language``); nothing else of the code changes. The output of an
-``exercises.hint`` cell, and of an ``exercises.check`` cell that shows "not attempted yet" (the
-committed state of every exercise), is rendered again in that language, without a kernel.
+cell (``Quiz``, ``checklist``: their questions follow), to each ``exercises.check`` and
+``exercises.hint`` call, and to each ``show_glossary`` call (``with_language``); nothing else of the
+code changes. The output of an ``exercises.hint`` cell, and of an ``exercises.check`` cell that
+shows "not attempted yet" (the committed state of every exercise), is rendered again in that
+language, without a kernel. So is the output of the glossary cell that ends a lesson
+(``show_glossary([...])`` on a literal list of terms: the table's header and meanings in that
+language, ``lesson_aids.glossary.MEANINGS_KO``).
 
     python -m course_utils translate                   # write notebooks/ko/*.ipynb, report drift
     python -m course_utils translate --check           # CI: exit 1 naming every stale cell
@@ -81,6 +85,8 @@ SHOWN_ARGS = {"MultipleChoice": ("question", "options"), "MultiSelect": ("questi
 """The arguments whose text a quiz shows (its output); the others (feedback, hints) show when checked."""
 EXERCISE_CALLS = ("check", "hint")
 """``exercises.<name>(...)`` calls whose messages come in the language of their ``lang`` argument."""
+GLOSSARY_CALLS = ("show_glossary",)
+"""Calls whose table (header, meanings) comes in the language of their ``lang`` argument."""
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 LINE_WIDTH = 110
@@ -406,13 +412,24 @@ def _is_exercise_call(node) -> bool:
             and isinstance(node.func.value, ast.Name) and node.func.value.id == "exercises")
 
 
+def _is_glossary_call(node) -> bool:
+    """``show_glossary(...)`` (or ``glossary.show_glossary(...)``)."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    return (isinstance(func, ast.Name) and func.id in GLOSSARY_CALLS) or (
+        isinstance(func, ast.Attribute) and func.attr in GLOSSARY_CALLS
+        and isinstance(func.value, ast.Name) and func.value.id == "glossary")
+
+
 def language_calls(source: str) -> list[ast.Call]:
     """The calls that take the lesson's language: each outermost quiz call (a question inside
-    ``Quiz(...)`` follows the quiz) and each ``exercises.check`` / ``exercises.hint`` call."""
+    ``Quiz(...)`` follows the quiz), each ``exercises.check`` / ``exercises.hint`` call and each
+    ``show_glossary`` call."""
     found: list[ast.Call] = []
 
     def visit(node, in_quiz: bool):
-        if _is_exercise_call(node) or (_is_quiz_call(node) and not in_quiz):
+        if _is_exercise_call(node) or _is_glossary_call(node) or (_is_quiz_call(node) and not in_quiz):
             found.append(node)
         for child in ast.iter_child_nodes(node):
             visit(child, in_quiz or _is_quiz_call(node))
@@ -486,6 +503,44 @@ def is_exercise_cell(cell) -> bool:
         return bool([c for c in language_calls(_text(cell["source"])) if _is_exercise_call(c)])
     except SyntaxError:
         return False
+
+
+def is_glossary_cell(cell) -> bool:
+    """A code cell that calls ``show_glossary`` (the glossary table that ends a lesson)."""
+    if cell["cell_type"] != "code":
+        return False
+    try:
+        return bool([c for c in language_calls(_text(cell["source"])) if _is_glossary_call(c)])
+    except SyntaxError:
+        return False
+
+
+def glossary_output(english_source: str, english_text: str, language: str):
+    """The glossary table a cell ending in ``show_glossary([...])`` displays in ``language``, or None
+    when that cannot be known without running the lesson: the terms must be a literal list (the
+    table uses nothing else), and the English output must be the table of those terms (its header,
+    then one row per term in that order; the Korean terms and meanings are taken from the glossary
+    as it is now, so an English output older than a glossary edit still counts)."""
+    from course_utils.lesson_aids import glossary
+
+    body = ast.parse(_parseable(english_source)).body
+    call = body[-1].value if body and isinstance(body[-1], ast.Expr) else None
+    if not _is_glossary_call(call) or [k.arg for k in call.keywords if k.arg != "lang"] or len(call.args) > 1:
+        return None
+    if call.args:
+        listed = call.args[0]
+        if not (isinstance(listed, (ast.List, ast.Tuple)) and all(
+                isinstance(item, ast.Constant) and isinstance(item.value, str) for item in listed.elts)):
+            return None
+        terms = [item.value for item in listed.elts]
+    else:
+        terms = list(glossary.GLOSSARY)
+    english = str(glossary.show_glossary(terms)).split("\n")
+    stored = english_text.split("\n")
+    if len(stored) != len(english) or stored[0] != english[0] or [
+            line.split(" | ")[0] for line in stored[1:]] != [line.split(" | ")[0] for line in english[1:]]:
+        return None
+    return glossary.show_glossary(terms, lang=language)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -722,18 +777,35 @@ def _merge_exercise_cell(cell, language: str) -> None:
             output["data"] = {k: v for k, v in _display_data(obj).items() if k in output["data"]}
 
 
+def _merge_glossary_cell(cell, language: str) -> None:
+    """``lang`` on the ``show_glossary`` call; the table rendered again in ``language``."""
+    english = _text(cell["source"])
+    cell["source"] = with_language(english, language)
+    for output in cell.get("outputs", []):
+        if output.get("output_type") != "execute_result":
+            continue
+        obj = glossary_output(english, _text(output["data"].get("text/plain", "")), language)
+        if obj is None:
+            raise ValueError(f"cell {cell['id']}: its output is not the glossary table of a literal list of terms, "
+                             "which this module can render again; list the terms in the call and re-execute the "
+                             "English notebook")
+        output["data"] = {k: v for k, v in _display_data(obj).items() if k in output["data"]}
+
+
 def merge(english_nb, t: Translations):
     """The translated notebook: ``english_nb`` (not changed) with the translations of ``t`` merged in.
 
     Cells keep their ids, code and outputs; markdown cells take their translation, quiz cells their
-    translated literals and a re-rendered output, and quiz and exercise calls ``lang`` (module
-    docstring). A cell without a translation stays English, and a stale one (its English changed
+    translated literals and a re-rendered output, and quiz, exercise and glossary calls ``lang``
+    (module docstring). A cell without a translation stays English, and a stale one (its English changed
     since) keeps its old translation: ``drift`` reports both.
     """
     nb = copy.deepcopy(english_nb)
     for cell in nb["cells"]:
         if is_exercise_cell(cell):
             _merge_exercise_cell(cell, t.language)
+        elif is_glossary_cell(cell):
+            _merge_glossary_cell(cell, t.language)
         entry = t.cells.get(cell.get("id"))
         if entry is None or not translatable(cell):
             continue
