@@ -28,14 +28,50 @@ def test_each_evaluation_gets_the_kl_of_the_rollout_its_policy_sampled_next():
                                              math.sqrt((4.0 - 0.3) / 2)])
 
 
+def _run_lines(ax, label):
+    return [line for line in ax.lines if line.get_label() == label]
+
+
 def test_the_overoptimisation_figure_draws_proxy_and_gold_per_run():
     curves = {"beta 0.05": {"sqrt_kl": [0, 1, 2], "proxy": [0.1, 0.5, 1.0], "gold": [46, 40, 30]},
               "beta 0.2": {"sqrt_kl": [0, 0.5, 0.8], "proxy": [0.1, 0.3, 0.4], "gold": [46, 48, 49]}}
     fig = pp.plot_overoptimisation(curves, start_gold=46)
     proxy_ax, gold_ax = fig.axes
-    assert [line.get_label() for line in proxy_ax.lines] == list(curves)
-    assert list(gold_ax.lines[1].get_ydata()) == [46, 48, 49]
+    assert [line.get_label() for line in proxy_ax.lines if not line.get_label().startswith("_")] == list(curves)
+    assert list(_run_lines(gold_ax, "beta 0.2")[0].get_ydata()) == [46, 48, 49]
     assert gold_ax.lines[-1].get_ydata()[0] == 46  # the SFT start, dashed
+
+
+def test_the_overoptimisation_figure_gives_each_beta_one_colour_family_start_and_end_markers_and_a_mean():
+    """Week 8's climax drew six seeds in six unrelated hues, with no start or end marker and the
+    legend on the data: the two β could not be told apart."""
+    curves = {f"β={b} seed {s}": {"sqrt_kl": [0, 0.5 + s / 10, 1 + s / 10, 0.9], "proxy": [0.9, 1.0, 1.2, 1.3],
+                                  "gold": [46, 44 + s, 40, 45]}
+              for b in ("0.05", "0.2") for s in range(3)}
+    groups = {label: label.split(" seed")[0] for label in curves}
+    fig = pp.plot_overoptimisation(curves, start_gold=46, groups=groups)
+    proxy_ax, gold_ax = fig.axes
+    for ax in (proxy_ax, gold_ax):
+        run_colours = {label: _run_lines(ax, label)[0].get_color() for label in curves}
+        blue = [c for label, c in run_colours.items() if label.startswith("β=0.05")]
+        orange = [c for label, c in run_colours.items() if label.startswith("β=0.2")]
+        assert all(c[2] > c[0] for c in blue) and all(c[0] > c[2] for c in orange)  # Blues, Oranges
+        assert len(set(blue)) == 3 and len(set(orange)) == 3  # the seeds are shades of their family
+        hollow = [line for line in ax.lines if line.get_marker() == "o" and line.get_markerfacecolor() == "white"]
+        squares = [line for line in ax.lines if line.get_marker() == "s"]
+        assert len(hollow) == len(squares) == len(curves)
+        assert sorted(float(line.get_xdata()[0]) for line in squares) == sorted(
+            c["sqrt_kl"][-1] for c in curves.values())
+        means = [line for line in ax.lines if line.get_label().endswith("mean of its runs")]
+        assert [line.get_label() for line in means] == ["β=0.05: mean of its runs", "β=0.2: mean of its runs"]
+        assert all(line.get_linewidth() > 2 for line in means)
+    # the binned mean of the three β=0.05 seeds at √KL = 0 is their common start
+    mean_gold = [line for line in gold_ax.lines if line.get_label() == "β=0.05: mean of its runs"][0]
+    assert mean_gold.get_xdata()[0] == 0 and mean_gold.get_ydata()[0] == 46
+    # one legend for the figure, under the panels; none on the data
+    assert proxy_ax.get_legend() is None and gold_ax.get_legend() is None and len(fig.legends) == 1
+    texts = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "first evaluation (update 0)" in texts and "last evaluation" in texts
 
 
 def test_the_arms_chart_draws_the_mean_and_standard_error_per_arm_and_set():

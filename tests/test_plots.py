@@ -532,3 +532,28 @@ def test_signal_view_counts_batches_without_a_pass_like_sampling():
     assert "no pass" in text and "no advantage points towards a pass" in text and "every advantage 0" not in text
     with pytest.raises(ValueError, match="0 <= p <= 1"):
         widgets.signal_view(1.5)
+
+
+def test_token_logprobs_keeps_two_identical_series_visible_and_the_legend_off_the_data():
+    """Week 2's first-rollout figure: the reference line lay exactly under the policy's, so one line
+    showed; the legend sat on a dip; each panel had its own y-range and no margin."""
+    tokens = [["The", " number", " is", "<|im_end|>"], ["Yes", "<|im_end|>"]]
+    policy = [[-1.9, -0.2, -2.25, -0.1], [-10.0, -0.5]]
+    fig = plots.plot_token_logprobs({"log π_old (policy)": policy, "log π_ref (reference)": policy}, tokens,
+                                    ["row 0", "row 1"], title="first rollout")
+    first, second = fig.axes
+    old, ref = first.lines
+    # both series drawn, distinguishable although their values are equal: hollow circles, crosses inside
+    assert list(old.get_ydata()) == list(ref.get_ydata()) == policy[0]
+    assert old.get_marker() == "o" and old.get_markerfacecolor() == "none" and ref.get_marker() == "x"
+    assert old.get_markersize() > ref.get_markersize() and old.get_linestyle() != ref.get_linestyle()
+    # one y-axis for all panels, 5% of the data's span as margin at both ends
+    assert first.get_ylim() == second.get_ylim()
+    low, high = first.get_ylim()
+    assert low == pytest.approx(-10.0 - 0.05 * 9.9) and high == pytest.approx(-0.1 + 0.05 * 9.9)
+    # the legend belongs to the figure, not to a panel
+    assert first.get_legend() is None and second.get_legend() is None
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["log π_old (policy)", "log π_ref (reference)"]
+    assert [t.get_text() for t in first.get_xticklabels()] == ["The", "␣number", "␣is", "<|im_end|>"]
+    with pytest.raises(ValueError, match="one value per token"):
+        plots.plot_token_logprobs({"x": [[0.0], [0.0, 1.0]]}, tokens)

@@ -219,6 +219,7 @@ def test_microbatch_stats_against_numpy():
     assert stats["n_real"] == real.sum() == 15 and stats["n_all"] == 24
     assert math.isclose(stats["approxkl_trl"], 0.5 * (d**2).mean(), rel_tol=1e-5)
     assert math.isclose(stats["approxkl_real"], 0.5 * (d[real] ** 2).mean(), rel_tol=1e-5)
+    assert math.isclose(stats["approxkl_real_k3"], (np.exp(d[real]) - 1 - d[real]).mean(), rel_tol=1e-4)
     # Padding contributes log-ratio 0: TRL's number is the real one diluted by n_real / n_all.
     assert math.isclose(stats["approxkl_trl"], stats["approxkl_real"] * 15 / 24, rel_tol=1e-5)
     assert math.isclose(stats["ratio_trl"], (np.exp(d[real]).sum() + 9) / 24, rel_tol=1e-5)
@@ -274,6 +275,24 @@ def test_side_by_side_means_markdown_and_plot():
     assert list(scores_panel.get_xticks()) == [1, 2]
     with pytest.raises(ValueError, match="TRL metric names"):
         tc.plot_side_by_side(list(rows.values()), names=["score"])
+
+
+def test_side_by_side_plot_shows_ratio_minus_one_names_both_metrics_and_keeps_legends_off_the_bars():
+    """The ratio panel of lesson 10 looked like 1.0 everywhere on a 0-1 axis, a legend covered a bar,
+    and the titles used only our names while the table uses TRL's."""
+    ours = [{"ratio_mean": 0.986, "approx_kl": 3e-3}, {"ratio_mean": 1.001, "approx_kl": 3e-4}]
+    trl_logs = [{"val/ratio": 0.999, "policy/approxkl_avg": 6e-4}, {"val/ratio": 1.0002, "policy/approxkl_avg": 1e-4}]
+    rows = tc.side_by_side(ours, trl_logs)
+    fig = tc.plot_side_by_side(rows, names=["val/ratio", "policy/approxkl_avg"])
+    kl_panel, ratio_panel = [ax for ax in fig.axes if ax.get_visible()]  # in METRIC_PAIRS order
+    # drawn as ratio - 1: TRL's bars, then ours
+    assert [b.get_height() for b in ratio_panel.patches] == pytest.approx([-0.001, 0.0002, -0.014, 0.001])
+    assert "val/ratio / ratio_mean" in ratio_panel.get_title() and "drawn as ratio − 1" in ratio_panel.get_title()
+    assert "policy/approxkl_avg / approx_kl" in kl_panel.get_title() and "k2" in kl_panel.get_title()
+    assert "padding" in kl_panel.get_title()
+    # one legend for the figure, none inside a panel
+    assert all(ax.get_legend() is None for ax in fig.axes)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["TRL", "ours"]
 
 
 def test_map_trl_metrics_uses_our_names():

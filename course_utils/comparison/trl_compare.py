@@ -50,8 +50,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import matplotlib.patches
 import numpy as np
 import torch
+from matplotlib.figure import Figure
 
 from course_utils import ppo_math as pm
 from course_utils.comparison import child
@@ -308,6 +310,8 @@ def microbatch_stats(new_logprobs, old_logprobs, logits, padding_mask, padding_m
 
         approxkl_trl  = 0.5 · mean over ALL positions of (new - old)²        (TRL: policy/approxkl_avg)
         approxkl_real = 0.5 · mean over real tokens of (new - old)²          (= approx_kl(kind="k2"))
+        approxkl_real_k3 = mean over real tokens of (r - 1) - log r, r = exp(new - old)
+                        (our estimator, ``approx_kl(kind="k3")``: what our ``approx_kl`` logs)
         ratio_trl     = mean over all positions of exp(new - old)             (TRL: val/ratio)
         entropy_trl   = mean over all positions of H(softmax(logits))         (TRL: policy/entropy_avg)
 
@@ -323,6 +327,7 @@ def microbatch_stats(new_logprobs, old_logprobs, logits, padding_mask, padding_m
         "n_real": n_real, "n_all": n_all, "n_value": int((~padding_mask_p1).sum()),
         "approxkl_trl": float(0.5 * (diff**2).mean()),
         "approxkl_real": float(pm.approx_kl(new_logprobs, old_logprobs, real, kind="k2")),
+        "approxkl_real_k3": float(pm.approx_kl(new_logprobs, old_logprobs, real, kind="k3")),
         "ratio_trl": float(ratio.mean()), "ratio_real": float(pm.masked_mean(ratio, real)),
         "entropy_trl": float(entropy.mean()), "entropy_real": float(pm.masked_mean(entropy, real)),
     }
@@ -688,36 +693,59 @@ def side_by_side_markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def plot_side_by_side(rows: list[dict], names: list[str] | None = None, ncols: int = 4):
+RELATION_WORDS = {"same": "same formula", "value mask": "TRL's value mask is one longer",
+                  "padding": "TRL also averages over padding", "different": "different quantities"}
+"""How each ``MetricPair.relation`` reads in a panel title of ``plot_side_by_side``."""
+PANEL_NOTES = {"policy/approxkl_avg": "TRL: k2 over all positions; ours: k3 over real tokens"}
+"""A second line for panels whose two bars differ by more than the relation says."""
+CENTRED_AT_ONE = ("val/ratio",)
+"""Metrics near 1 by construction: drawn as value - 1, or every bar would look like 1.0."""
+
+
+def plot_side_by_side(rows: list[dict], names: list[str] | None = None, ncols: int = 4) -> Figure:
     """Small multiples: one panel per metric pair (TRL names, or ``names``), the value after each
     update as a pair of bars, TRL and ours side by side, over integer update ticks. Bars, not lines:
     a handful of updates with nothing between them, and each trainer on its own samples (a line
-    between two updates, or a crossing of the two, would suggest more than there is). Returns the
-    matplotlib Figure."""
-    import matplotlib.pyplot as plt
+    between two updates, or a crossing of the two, would suggest more than there is).
 
+    Each panel's title names both metrics, TRL's first (``TRL name / our name``), and how they
+    relate (``RELATION_WORDS``, ``PANEL_NOTES``). A ratio (``CENTRED_AT_ONE``) is drawn as
+    ratio - 1, so that deviations of 1e-3 are visible. One legend for the figure, above the panels,
+    so that no legend covers a bar. Returns a matplotlib Figure (nothing is drawn on pyplot's
+    current figure)."""
     chosen = [r for r in rows if (names is None and r["ours"]) or (names is not None and r["trl"] in names)]
     if not chosen:
         raise ValueError(f"no metric pair to plot; names must be TRL metric names, e.g. {rows[0]['trl']!r}")
     ncols = min(ncols, len(chosen))
     nrows = math.ceil(len(chosen) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 2.6 * nrows), squeeze=False)
+    fig = Figure(figsize=(3.6 * ncols, 2.9 * nrows + 0.5))
+    axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
     width = 0.38
-    for ax, r in zip(axes.flat, chosen):
+    for ax, r in zip(axes, chosen):
         n_updates = max(len(r["trl_values"]), len(r["our_values"]))
+        offset = 1.0 if r["trl"] in CENTRED_AT_ONE else 0.0
         for values, label, shift, color in ((r["trl_values"], "TRL", -width / 2, "C0"),
                                             (r["our_values"], "ours", width / 2, "C1")):
             if any(math.isfinite(v) for v in values):
-                ax.bar([u + shift for u in range(1, len(values) + 1)], values, width, label=label, color=color)
+                ax.bar([u + shift for u in range(1, len(values) + 1)], [v - offset for v in values], width,
+                       label=label, color=color)
         ax.axhline(0, color="0.4", lw=0.6)
         ax.set_xticks(range(1, n_updates + 1))
-        ax.set_title(f"{r['ours'] or r['trl']}\n({r['relation']})", fontsize=9)
+        ax.margins(y=0.1)
+        title = f"{r['trl']} / {r['ours'] or '(none of ours)'}"
+        relation = RELATION_WORDS.get(r["relation"], r["relation"])
+        note = "; ".join(([PANEL_NOTES[r["trl"]]] if r["trl"] in PANEL_NOTES else [])
+                         + (["drawn as ratio − 1"] if offset else []))
+        ax.set_title(title + f"\n({relation})" + (f"\n{note}" if note else ""), fontsize=8)
+        if offset:
+            ax.set_ylabel("ratio − 1", fontsize=8)
         ax.set_xlabel("update", fontsize=8)
         ax.tick_params(labelsize=7)
-        ax.legend(fontsize=7)
-    for ax in list(axes.flat)[len(chosen):]:
+    for ax in axes[len(chosen):]:
         ax.set_visible(False)
-    fig.tight_layout()
+    handles = [matplotlib.patches.Patch(color="C0", label="TRL"), matplotlib.patches.Patch(color="C1", label="ours")]
+    fig.legend(handles=handles, loc="upper center", ncol=2, fontsize=8, frameon=False, bbox_to_anchor=(0.5, 1.0))
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / fig.get_figheight()))
     return fig
 
 

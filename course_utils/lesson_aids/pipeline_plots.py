@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 
 def overoptimisation_points(evals: Sequence[Mapping], history: Sequence[Mapping], window: int = 5) -> dict:
@@ -37,18 +39,55 @@ def overoptimisation_points(evals: Sequence[Mapping], history: Sequence[Mapping]
     return points
 
 
-def plot_overoptimisation(curves: Mapping[str, Mapping[str, Sequence[float]]], start_gold: float | None = None) -> Figure:
+FAMILY_COLOURMAPS = ("Blues", "Oranges", "Greens", "Purples", "Reds", "Greys")
+"""One colour family per group of runs (a β, say); the runs of a group are its shades."""
+
+
+def _binned_mean(xs: np.ndarray, ys: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """The mean of ``ys`` in ``bins`` equal-width bins of ``xs`` (empty bins left out): x at the
+    mean x of each bin's points, y at their mean y."""
+    edges = np.linspace(xs.min(), xs.max(), bins + 1)
+    which = np.clip(np.digitize(xs, edges[1:-1]), 0, bins - 1)
+    keep = [b for b in range(bins) if (which == b).any()]
+    return (np.array([xs[which == b].mean() for b in keep]), np.array([ys[which == b].mean() for b in keep]))
+
+
+def plot_overoptimisation(curves: Mapping[str, Mapping[str, Sequence[float]]], start_gold: float | None = None,
+                          groups: Mapping[str, str] | None = None, mean_bins: int = 6) -> Figure:
     """Proxy (learned reward) and gold (checker) against sqrt(KL to the reference), one line per run.
 
     ``curves[label]`` holds ``sqrt_kl``, ``proxy`` and ``gold`` lists (``overoptimisation_points``).
     Over-optimisation is where the left panel keeps rising and the right one turns down.
-    ``start_gold``: the SFT start's pass rate, drawn as a dashed line (the cure must end above it)."""
-    fig = Figure(figsize=(10, 3.8))
+    ``start_gold``: the SFT start's pass rate, drawn as a dashed line (the cure must end above it).
+
+    ``groups[label]`` names the group of a run (runs of one β, for instance; default: each run its
+    own group). Each group gets one colour family (``FAMILY_COLOURMAPS``), its runs the shades of it,
+    and, when it holds more than one run, a thick line: the mean of its runs' points in ``mean_bins``
+    equal bins of sqrt(KL). Every run's first evaluation is a hollow circle, its last a filled
+    square, so that a line that folds back on itself still shows where it ended. The legend sits
+    under the panels, off the data."""
+    groups = dict(groups) if groups is not None else {label: label for label in curves}
+    names = list(dict.fromkeys(groups.get(label, label) for label in curves))
+    members = {g: [label for label in curves if groups.get(label, label) == g] for g in names}
+    fig = Figure(figsize=(10, 4.6))
     proxy_ax, gold_ax = fig.subplots(1, 2, sharex=True)
-    for i, (label, c) in enumerate(curves.items()):
-        colour = f"C{i}"
-        proxy_ax.plot(c["sqrt_kl"], c["proxy"], "o-", color=colour, ms=3, lw=1, alpha=0.8, label=label)
-        gold_ax.plot(c["sqrt_kl"], c["gold"], "o-", color=colour, ms=3, lw=1, alpha=0.8, label=label)
+    for k, group in enumerate(names):
+        cmap = matplotlib.colormaps[FAMILY_COLOURMAPS[k % len(FAMILY_COLOURMAPS)]]
+        runs = members[group]
+        shades = np.linspace(0.45, 0.85, len(runs)) if len(runs) > 1 else [0.7]
+        for shade, label in zip(shades, runs):
+            c, colour = curves[label], cmap(shade)
+            for ax, key in ((proxy_ax, "proxy"), (gold_ax, "gold")):
+                x, y = np.asarray(c["sqrt_kl"], float), np.asarray(c[key], float)
+                ax.plot(x, y, "-", color=colour, lw=1, alpha=0.8, label=label)
+                ax.plot(x[:1], y[:1], "o", mfc="white", mec=colour, ms=6, mew=1.4, zorder=3)
+                ax.plot(x[-1:], y[-1:], "s", color=colour, ms=6, zorder=3)
+        if len(runs) > 1:
+            for ax, key in ((proxy_ax, "proxy"), (gold_ax, "gold")):
+                xs = np.concatenate([np.asarray(curves[label]["sqrt_kl"], float) for label in runs])
+                ys = np.concatenate([np.asarray(curves[label][key], float) for label in runs])
+                mx, my = _binned_mean(xs, ys, mean_bins)
+                ax.plot(mx, my, "-", color=cmap(0.95), lw=3, alpha=0.9, label=f"{group}: mean of its runs")
     if start_gold is not None:
         gold_ax.axhline(start_gold, color="grey", ls="--", lw=1, label="SFT start")
     proxy_ax.set(xlabel="√KL to the reference (nats^½ per response)", ylabel="reward-model score (proxy)",
@@ -57,8 +96,13 @@ def plot_overoptimisation(curves: Mapping[str, Mapping[str, Sequence[float]]], s
                 title="what we wanted: the checker")
     for ax in (proxy_ax, gold_ax):
         ax.grid(alpha=0.3)
-    gold_ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
+    handles, labels = gold_ax.get_legend_handles_labels()
+    handles += [Line2D([], [], ls="", marker="o", mfc="white", mec="0.3", ms=6),
+                Line2D([], [], ls="", marker="s", color="0.3", ms=6)]
+    labels += ["first evaluation (update 0)", "last evaluation"]
+    fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=7, frameon=False)
+    rows = -(-len(labels) // min(4, len(labels)))
+    fig.tight_layout(rect=(0, 0.045 * rows + 0.02, 1, 1))
     return fig
 
 

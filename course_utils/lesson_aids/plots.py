@@ -28,6 +28,7 @@ from course_utils import ppo_math
 
 __all__ = [
     "figure_to_png",
+    "plot_token_logprobs",
     "plot_clipped_objective",
     "plot_clipping_view",
     "plot_ratio_trajectories",
@@ -122,6 +123,67 @@ def figure_to_png(fig: Figure, dpi: int = 100) -> bytes:
     FigureCanvasAgg(fig)  # render with Agg whatever backend the notebook uses
     fig.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
     return buffer.getvalue()
+
+
+# ---------------------------------------------------------------------------------------------
+# Lesson 2: per-token log-probabilities of a rollout
+# ---------------------------------------------------------------------------------------------
+
+# How each series of plot_token_logprobs is drawn, in the order given: the first as large hollow
+# circles on a solid line, the second as small crosses on a dashed line, so that two series that
+# agree exactly still both show (the crosses sit inside the circles).
+TOKEN_SERIES_STYLES = (
+    {"linestyle": "-", "marker": "o", "markersize": 8, "markerfacecolor": "none", "markeredgewidth": 1.3,
+     "color": "tab:blue", "linewidth": 1.2},
+    {"linestyle": "--", "marker": "x", "markersize": 5, "color": "tab:orange", "linewidth": 1.2},
+    {"linestyle": ":", "marker": "s", "markersize": 4, "color": "tab:green", "linewidth": 1.2},
+)
+
+
+def plot_token_logprobs(series: Mapping[str, Sequence[Sequence[float]]], tokens: Sequence[Sequence[str]],
+                        panel_titles: Sequence[str] | None = None, title: str = "",
+                        ylabel: str = "log-probability of the sampled token") -> Figure:
+    """One panel per response: a value per sampled token (a log-probability) under each series.
+
+    ``series[label][i]`` holds response i's values, one per token in ``tokens[i]`` (its real tokens
+    only). Every series is drawn in every panel with the style of ``TOKEN_SERIES_STYLES`` at its
+    position, so identical series stay visible as circles with crosses inside. The panels share one
+    y-axis (so a dip means the same in each), with a 5% margin above and below the data; the legend
+    sits above the panels, beside the title, never on the data. Spaces in a token are shown as ␣.
+    """
+    if not series:
+        raise ValueError("series is empty: give at least one {label: values per response}")
+    if len(series) > len(TOKEN_SERIES_STYLES):
+        raise ValueError(f"at most {len(TOKEN_SERIES_STYLES)} series, got {len(series)}")
+    n_panels = len(tokens)
+    for label, per_response in series.items():
+        if len(per_response) != n_panels or any(len(v) != len(t) for v, t in zip(per_response, tokens)):
+            raise ValueError(f"series {label!r} needs one value per token of each of the {n_panels} responses")
+    fig, axes = _new_figure(ncols=n_panels, width=12 / max(n_panels, 1), height=3.9, sharey=True)
+    axes = axes[0]
+    lows, highs = [], []
+    for i, ax in enumerate(axes):
+        n = len(tokens[i])
+        for (label, per_response), style in zip(series.items(), TOKEN_SERIES_STYLES):
+            values = _to_numpy(per_response[i], label)
+            ax.plot(range(n), values, label=label if i == 0 else None, **style)
+            if values.size:
+                lows.append(float(values.min()))
+                highs.append(float(values.max()))
+        ax.set_xticks(range(n))
+        ax.set_xticklabels([str(p).replace(" ", "␣") for p in tokens[i]], rotation=90, fontsize=7)
+        if panel_titles is not None:
+            ax.set_title(panel_titles[i], fontsize=9)
+        ax.set_xlabel("sampled response token", fontsize=8)
+        ax.grid(alpha=0.3)
+    if lows:
+        span = max(highs) - min(lows) or 1.0
+        axes[0].set_ylim(min(lows) - 0.05 * span, max(highs) + 0.05 * span)
+    axes[0].set_ylabel(ylabel)
+    fig.legend(loc="outside upper right", ncol=len(series), fontsize=8, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=10, x=0.02, ha="left")
+    return fig
 
 
 # ---------------------------------------------------------------------------------------------
