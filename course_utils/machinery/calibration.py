@@ -134,7 +134,7 @@ def read_cache(path: Path, log: Callable[[str], None]) -> dict:
             raise ValueError("not a fast-path cache of this format")
     except (OSError, UnicodeDecodeError, ValueError) as error:
         log(f"warning: the fast-path cache {path} is unreadable ({type(error).__name__}: "
-            f"{str(error).splitlines()[0][:80]}); measuring again")
+            f"{(str(error).splitlines() or [''])[0][:80]}); measuring again")
         return {"format": FORMAT, "entries": {}}
     data.setdefault("entries", {})
     return data
@@ -202,7 +202,7 @@ def measure_candidates(bundle, prompts: list[str], candidates: list[Candidate], 
         with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # min_new_tokens' off-policy note: this sample is thrown away
             policy.eval()
-            return measure(workloads)
+            return measure(workloads, rounds=ROUNDS)
     finally:
         policy.train(was_training)
         forget([m for m in policy.modules() if isinstance(m, torch.nn.Linear)])
