@@ -9,8 +9,8 @@ so a config that says ``auto`` (the default) has them chosen by a stopwatch here
 - candidates: default or packed kernels x ``generate`` or the decode loop, float32; bfloat16
   sampling too, but only when the config asks for it (``sampling_dtype: auto`` lets it be chosen,
   and then only on a CPU with native bfloat16 instructions: flags ``avx512_bf16`` or ``amx_bf16``);
-- workload: a miniature update on the run's own shapes (``miniature_update``): the batch's rows
-  sample ``TOKENS`` tokens, then the update's no-gradient-kernel forwards run over them;
+- workload: a miniature update on the run's own shapes (``measure_candidates``): the batch's rows
+  sample ``TOKENS`` tokens, plus the update's forwards whose kernels the choice changes;
 - alternated (A B C D, B C D A, ...) after an untimed warm-up, median of ``ROUNDS`` each, so one
   noisy sample (a background job, a frequency change) cannot decide;
 - a fast path must beat plain PyTorch by ``MARGIN`` or plain PyTorch is kept: a near-tie is noise,
@@ -171,41 +171,59 @@ def measure(workloads: dict[str, Callable[[int], None]], rounds: int = ROUNDS, t
     return {name: float(statistics.median(times)) for name, times in samples.items()}
 
 
-def miniature_update(bundle, prompts: list[str], candidate: Candidate, forwards: int) -> Callable[[int], None]:
-    """One candidate's workload: the batch's prompts sample ``tokens`` tokens (EOS banned, so
-    every candidate samples as many), then ``forwards`` no-gradient forwards over the result: the
-    passes whose kernels the choice changes (the reference, the training forward's frozen layers,
-    the old-policy forward when it is separate). The backward runs on the dense weights either way."""
-    from course_utils.rollout import SamplingSettings, generate, sequence_forward
-
-    policy = bundle.policy
+def sampling_run(bundle, prompts: list[str], candidate: Candidate) -> Callable[[int], None]:
+    """The batch's prompts sample ``tokens`` tokens with ``candidate``'s switches (EOS banned, so
+    every candidate samples as many)."""
+    from course_utils.rollout import SamplingSettings, generate
 
     def run(tokens: int) -> None:
-        settings = SamplingSettings(max_new_tokens=tokens, min_new_tokens=tokens)
-        r = generate(bundle, None, prompts, settings, seed=0, packed=candidate.packed_cpu_linears,
-                     decode_loop=candidate.decode_loop, sampling_dtype=candidate.sampling_dtype)
-        with torch.no_grad(), packed_linears(policy, candidate.packed_cpu_linears):
-            for _ in range(forwards):
-                sequence_forward(policy, r.query_ids, r.query_mask, r.response_ids, r.response_mask)
+        generate(bundle, None, prompts, SamplingSettings(max_new_tokens=tokens, min_new_tokens=tokens), seed=0,
+                 packed=candidate.packed_cpu_linears, decode_loop=candidate.decode_loop,
+                 sampling_dtype=candidate.sampling_dtype)
+
+    return run
+
+
+def forward_run(bundle, prompts: list[str], packed: bool) -> Callable[[int], None]:
+    """One no-gradient forward of the policy over the prompts and ``tokens`` response tokens,
+    through packed or default kernels: the kernel every frozen forward of an update runs."""
+    from course_utils.rollout import SamplingSettings, generate, sequence_forward
+
+    r = generate(bundle, None, prompts, SamplingSettings(max_new_tokens=TOKENS, min_new_tokens=TOKENS), seed=0,
+                 packed=False, decode_loop=False)
+
+    def run(tokens: int) -> None:
+        with torch.no_grad(), packed_linears(bundle.policy, packed):
+            sequence_forward(bundle.policy, r.query_ids, r.query_mask, r.response_ids[:, :tokens],
+                             r.response_mask[:, :tokens])
 
     return run
 
 
 def measure_candidates(bundle, prompts: list[str], candidates: list[Candidate], forwards: int) -> dict[str, float]:
-    """Median seconds of each candidate's miniature update. The global random state and the
-    policy's train/eval mode are left as they were; packed copies made here are dropped (the run
-    re-packs what it uses: one copy of the weights less when it chooses the default kernels)."""
+    """Median seconds of each candidate's miniature update: its sampling of ``TOKENS`` tokens plus
+    ``forwards`` no-gradient forwards with its kernels (the passes an update makes whose kernels the
+    choice changes: the reference, the training forward's frozen layers, the old-policy forward
+    when it is separate; the backward runs on the dense weights either way). A forward is timed
+    once per kernel, not once per candidate: the decode loop does not change it, and that halves
+    the measurement. The global random state and the policy's train/eval mode are left as they
+    were; packed copies made here are dropped (the run re-packs what it uses, so a run that
+    chooses the default kernels does not keep a copy of the weights it never reads)."""
     policy = bundle.policy
     was_training = policy.training
-    workloads = {c.name: miniature_update(bundle, prompts, c, forwards) for c in candidates}
     try:
         with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # min_new_tokens' off-policy note: this sample is thrown away
+            warnings.simplefilter("ignore")  # min_new_tokens' off-policy note: these samples are thrown away
             policy.eval()
-            return measure(workloads, rounds=ROUNDS)
+            workloads = {f"sample {c.name}": sampling_run(bundle, prompts, c) for c in candidates}
+            workloads.update({f"forward {p}": forward_run(bundle, prompts, p)
+                              for p in sorted({c.packed_cpu_linears for c in candidates})})
+            parts = measure(workloads, rounds=ROUNDS)
     finally:
         policy.train(was_training)
         forget([m for m in policy.modules() if isinstance(m, torch.nn.Linear)])
+    return {c.name: parts[f"sample {c.name}"] + forwards * parts[f"forward {c.packed_cpu_linears}"]
+            for c in candidates}
 
 
 # ---------------------------------------------------------------------------------------------
