@@ -256,8 +256,10 @@ def _allowed(candidates: list[Candidate], requested: dict) -> list[Candidate]:
 
 
 def _plain(requested: dict) -> dict:
-    """``auto`` read as plain PyTorch (the device's own path)."""
-    plain = {"packed_cpu_linears": False, "decode_loop": False, "sampling_dtype": "float32"}
+    """``auto`` read as plain PyTorch (the device's own path); bfloat16 sampling, asked for outright,
+    runs only on the packed path, so it keeps that on (a machine that cannot is then told why)."""
+    plain = {"packed_cpu_linears": requested["sampling_dtype"] == "bfloat16", "decode_loop": False,
+             "sampling_dtype": "float32"}
     return {k: plain[k] if v == "auto" else v for k, v in requested.items()}
 
 
