@@ -41,8 +41,10 @@ test-unit: $(STAMP)
 	$(PY) -m pytest tests -q
 
 # COURSE_FAST=1 shortens the long runs inside the notebooks (they still run, just fewer steps).
+# COURSE_CALIBRATION_FILE: the unit tests' pinned fast paths (tests/conftest.py), so that no notebook
+# spends seconds timing the CPU and the outputs do not depend on which fast path a stopwatch picked.
 test-notebooks: $(STAMP)
-	COURSE_FAST=1 $(PY) -m pytest -q --nbval-lax --sanitize-with tests/nbval_sanitize.cfg notebooks
+	COURSE_FAST=1 COURSE_CALIBRATION_FILE=$(CURDIR)/tests/data/fast_paths_pinned.json $(PY) -m pytest -q --nbval-lax --sanitize-with tests/nbval_sanitize.cfg notebooks
 
 sft: $(STAMP)  ## the SFT warm-up (200 train-split demonstrations, LoRA folded in), model in runs/sft-cpu/model (replaced if there)
 	$(PY) -m course_utils sft --overwrite

@@ -38,6 +38,7 @@ Machinery (``machinery/``): what engineers read
     checkpoint, faults, report, data_files, versions, packed_linear (faster CPU kernels),
     safe_files (strict JSON, atomic writes, the run folder's rules: nothing lost to bad input),
     decode_loop (a plain sampling loop: the rollout with less per-token work),
+    calibration (which of those CPU fast paths pay on this machine: measured once, cached),
     notebook_clean (no execution timestamps in committed notebooks),
     translations (the Korean lessons: translations files merged into the English notebooks, drift check),
     site (the course site: static pages from the executed notebooks, offline, and the Colab setup cell)

@@ -20,7 +20,9 @@ from course_utils.ppo_math import KL_ESTIMATORS
 REWARD_KINDS = ("checker_partial", "checker_binary", "learned", "letters")
 LR_SCHEDULES = ("constant", "linear")
 PROMPT_SAMPLINGS = ("shuffled", "success_variance")
-SAMPLING_DTYPES = ("float32", "bfloat16")
+SAMPLING_DTYPES = ("float32", "bfloat16", "auto")
+AUTO_SWITCHES = ("packed_cpu_linears", "decode_loop")
+"""Fields that take true, false or "auto" (chosen by measurement: ``machinery.calibration``)."""
 FAST_ENV_VAR = "COURSE_FAST"
 
 
@@ -107,20 +109,24 @@ class PPOConfig:
     ``sampler_kl``, the mean over real tokens of log π_sampler - log π_old (k1, nats). It is ~0 when
     the sampler is π_old; merged half-precision weights made it 0.05 nats on a GPU. Costs the
     logits of every generated token in memory."""
-    packed_cpu_linears: bool = True
+    # Declared bool, the type a running trainer holds: "auto" is resolved by machinery.calibration.
+    packed_cpu_linears: bool = "auto"
     """On a CPU in float32: sample and run the old-policy and reference forwards through
     oneDNN-packed copies of the linear layers (``machinery.packed_linear``): the same float32
-    maths in another summation order (log-probs within ~1e-4, the same tokens under a seed), about
-    1.5x faster sampling here, at the cost of one more copy of the weights in memory. No effect on
-    a GPU or with gradients; false = PyTorch's default kernels."""
-    decode_loop: bool = True
+    maths in another summation order (log-probs within ~1e-4, the same tokens under a seed), at the
+    cost of one more copy of the weights in memory. Faster on some CPUs (1.5x sampling on the AMD
+    host), slower on others (an Intel Xeon, issue 32): "auto" (default) measures it on this machine
+    once (``machinery.calibration``; the choice is in the run's manifest.json); true/false decide
+    without measuring. No effect on a GPU or with gradients; false = PyTorch's default kernels."""
+    decode_loop: bool = "auto"
     """On a CPU: sample rollouts with the library's plain KV-cache loop (``machinery.decode_loop``:
     a pre-allocated cache, two uniform random numbers per token) instead of transformers'
     ``generate``. The same distribution, EOS rules and log-probs (the same tokens as generate when
-    it draws with torch.multinomial, tested); measured faster here. Ignored on a GPU and with
-    top_k/top_p; false = ``generate``."""
+    it draws with torch.multinomial, tested). "auto" (default): chosen by measurement on this
+    machine, as ``packed_cpu_linears``. Ignored on a GPU and with top_k/top_p; false = ``generate``."""
     sampling_dtype: str = "float32"
-    """Opt-in, on a CPU with bfloat16 oneDNN kernels: "bfloat16" samples the rollouts through
+    """Opt-in, on a CPU with bfloat16 oneDNN kernels ("auto": only where measured faster, on a CPU
+    with native bfloat16, flags avx512_bf16 or amx_bf16): "bfloat16" samples the rollouts through
     bfloat16 copies of the linear layers' weights (``machinery.packed_linear``; a decode step
     streams half the bytes). The sampler is then π_old only up to bfloat16 rounding: with
     old_logprobs_from="generation" the old log-probs are the sampler's own, off the float32 forward
@@ -284,7 +290,7 @@ class PPOConfig:
         need(self.family_weight_floor > 0, f"family_weight_floor must be > 0 (else a family can vanish from the "
              f"batches), got {self.family_weight_floor}")
         need(self.missing_eos_penalty >= 0, f"missing_eos_penalty must be >= 0 (0 = off), got {self.missing_eos_penalty}")
-        problems += evaluation_and_controller_problems(self)
+        problems += fast_path_problems(self) + evaluation_and_controller_problems(self)
         if problems:
             raise ValueError("Invalid PPO config: " + "; ".join(problems) + ".")
         return self
@@ -318,6 +324,12 @@ class PPOConfig:
     def field_docs(cls) -> dict[str, str]:
         """Field name -> its docstring, read from this file (for the docs and the notebooks)."""
         return field_docs(cls)
+
+
+def fast_path_problems(config: PPOConfig) -> list[str]:
+    """The switches of ``AUTO_SWITCHES`` hold true, false or "auto" (a string like "yes" is a typo)."""
+    return [f"{name} must be true, false or auto, got {getattr(config, name)!r}" for name in AUTO_SWITCHES
+            if not isinstance(getattr(config, name), bool) and getattr(config, name) != "auto"]
 
 
 def evaluation_and_controller_problems(config: PPOConfig) -> list[str]:
@@ -411,6 +423,10 @@ def coerce_field(name: str, declared: str, value):
     ``from __future__ import annotations``).
     """
     kind, wanted, example = _FIELD_KINDS.get(declared, (None, "", ""))
+    if name in AUTO_SWITCHES:
+        if value == "auto":
+            return value
+        wanted, example = "true, false or auto", "auto"
     if kind is None or (isinstance(value, kind) and not (kind is int and isinstance(value, bool))):
         return value
     if kind is float and not isinstance(value, bool):

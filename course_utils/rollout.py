@@ -543,6 +543,7 @@ def generate(
         copies of the weights: faster, and π_old only up to bfloat16 rounding (``PPOConfig``).
     """
     policy, tokenizer = _unpack(model, tokenizer)
+    _refuse_auto(packed=packed, decode_loop=decode_loop)
     compute_dtype = sampling_compute_dtype(policy, sampling_dtype, packed)
     settings = settings or SamplingSettings()
     settings.check()
@@ -586,6 +587,14 @@ def generate(
         steps = last_hidden[: raw.shape[1]] if final_norm is not None else [h[-1][:, -1] for h in out.hidden_states]
         rollout.generation_values = _sampler_values(policy, steps, mask)
     return rollout
+
+
+def _refuse_auto(**switches) -> None:
+    """A config's "auto" is truthy: passed on undecided it would switch a fast path on unasked."""
+    undecided = {name: value for name, value in switches.items() if isinstance(value, str)}
+    if undecided:
+        raise ValueError(f"generate: {undecided}; pass true or false (a config's \"auto\" is decided by "
+                         "machinery.calibration.resolve, which PPOTrainer runs when it starts)")
 
 
 def sampling_compute_dtype(policy, sampling_dtype: str, packed: bool) -> torch.dtype:

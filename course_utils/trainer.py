@@ -17,6 +17,7 @@ whitening and metric means are global.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import signal
@@ -33,7 +34,7 @@ from course_utils import update as ppo
 from course_utils.config import PPOConfig, load_config
 from course_utils.device import default_dtype, pick_device, seed_everything, set_threads
 from course_utils.family_sampling import SuccessVarianceStream
-from course_utils.machinery import checkpoint, report, safe_files, stop_rules
+from course_utils.machinery import calibration, checkpoint, report, safe_files, stop_rules
 from course_utils.machinery.distributed import (check_processes, gather_objects, global_max, make_accelerator,
                                                 params_in_sync, rank_and_world_size)
 from course_utils.machinery.faults import NaNRewardFrom
@@ -224,6 +225,24 @@ def lr_factor(cfg: PPOConfig, updates_done: int, seconds_trained: float) -> floa
     return max(0.0, 1.0 - progress)
 
 
+def choose_fast_paths(bundle, config: PPOConfig, records: list) -> tuple[PPOConfig, dict]:
+    """The config with ``packed_cpu_linears``, ``decode_loop`` and ``sampling_dtype`` decided
+    (``machinery.calibration``: "auto" measured on this machine, or read from its cache), and the
+    record of the choice for manifest.json. Under torchrun rank 0 decides, on one batch's share of
+    the prompts, while the others wait (two processes timing at once would time each other), and
+    every process takes its answer. A bfloat16 sampler that cannot run is refused here, before the
+    first rollout. What it prints goes to stderr, quiet or not: a measurement takes seconds and a
+    damaged cache file should be seen."""
+    rank, world_size = rank_and_world_size()
+    prompts = [r.prompt for r in records[:max(1, config.batch_size // world_size)]]
+    record = calibration.resolve(config, bundle, prompts) if rank == 0 else None
+    record = gather_objects(record)[0]
+    config = dataclasses.replace(config, **record["chosen"])
+    if config.sampling_dtype != "float32":
+        sampling_compute_dtype(bundle.policy, config.sampling_dtype, config.packed_cpu_linears)
+    return config, record
+
+
 class PPOTrainer:
     """Runs PPO from a :class:`PPOConfig`.
 
@@ -255,8 +274,7 @@ class PPOTrainer:
                                                    device=self.device, seed=config.seed)
         self.policy = self.bundle.policy
         check_context(self.bundle, config, train + self.eval_records)
-        if config.sampling_dtype != "float32":  # refused before the first rollout, not at it
-            sampling_compute_dtype(self.policy, config.sampling_dtype, config.packed_cpu_linears)
+        self.config, self.fast_paths = choose_fast_paths(self.bundle, config, train)  # "auto" -> measured
         # Training rollouts are scored through the fault injector (a no-op unless the config asks).
         self.train_reward = NaNRewardFrom(self.bundle.reward, config.inject_nan_reward_at, lambda: self.update)
         if self.world_size > 1:  # same initial weights everywhere (seeded above), different samples per process
@@ -460,7 +478,8 @@ class PPOTrainer:
             self.log(f"resumed from update {self.update}")
         if self.rank == 0:
             safe_files.write_json(self.run_dir / "config.json", self.config.to_dict())
-            safe_files.write_json(self.run_dir / "manifest.json", self.bundle.manifest, default=str)
+            safe_files.write_json(self.run_dir / "manifest.json", {**self.bundle.manifest, "fast_paths": self.fast_paths},
+                                  default=str)
         self._write_jsonl(METRICS, self.history)  # drops lines past the checkpoint after a kill
         if not self.evals:
             self._evaluate_and_keep_best()

@@ -5,6 +5,11 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The CPU fast paths default to "auto" (machinery.calibration): pinned here to the kit's measured
+# defaults (packed kernels, decode loop), so that no test depends on a stopwatch or spends seconds
+# measuring, and the developer's own cache is neither read nor written. Child processes (the CLI,
+# torchrun workers, bench's children) inherit it. tests/test_calibration.py points it elsewhere.
+os.environ["COURSE_CALIBRATION_FILE"] = os.path.join(os.path.dirname(__file__), "data", "fast_paths_pinned.json")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

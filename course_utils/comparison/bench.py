@@ -71,13 +71,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from course_utils.comparison import child
-from course_utils.machinery import safe_files
+from course_utils.machinery import calibration, safe_files
 from course_utils.machinery.versions import package_versions
 
 GB = 1e9
 TYPICAL_PROMPT_TOKENS = 64
 """Prompt length assumed for the matmul shape of ``machine_limits`` (the course's chat prompts
 are 50-70 tokens); the bound itself uses the measured prompt length."""
+SWITCH_VALUES = {"auto": "auto", "true": True, "false": False}
+"""--packed and --decode-loop: the word on the command line -> the PPOConfig value."""
 TARGETS = {
     "episodes_per_s_ours_over_trl_min": 3.0,
     "peak_rss_ours_over_trl_max": 0.5,
@@ -122,12 +124,15 @@ class BenchConfig:
     full_length: bool = True
     """Ban EOS in our rollouts until response_length, so both trainers generate the same number
     of tokens (TRL never stops early). False: ours stops at EOS, TRL still does not."""
-    packed_cpu_linears: bool = True
+    packed_cpu_linears: bool | str = "auto"
     """Ours only: the ``PPOConfig`` field of the same name (oneDNN-packed weights for sampling and
-    the frozen forwards); ``--no-packed`` measures PyTorch's default kernels instead."""
-    decode_loop: bool = True
+    the frozen forwards): "auto" as a run chooses it (measured on this machine, cached; the choice
+    and its times are in ``ours.fast_paths``); ``--no-packed`` measures PyTorch's default kernels,
+    ``--packed true`` the packed ones."""
+    decode_loop: bool | str = "auto"
     """Ours only: the ``PPOConfig`` field of the same name (the library's sampling loop rather than
-    transformers' ``generate``); ``--no-decode-loop`` measures ``generate`` instead."""
+    transformers' ``generate``), chosen like ``packed_cpu_linears``; ``--no-decode-loop`` measures
+    ``generate``, ``--decode-loop true`` the loop."""
     sampling_dtype: str = "float32"
     """Ours only: the ``PPOConfig`` field of the same name; ``--sampling-dtype bfloat16`` measures
     the opt-in bfloat16 sampler, and ``sampler_logprob_error`` says how far its log-probs are from
@@ -654,7 +659,7 @@ def run_ours(cfg: BenchConfig) -> dict:
         "trainable_parameters": int(trainable),
         "computes": {
             "policy": f"LoRA r{cfg.lora_rank} alpha {cfg.lora_alpha} on {cfg.lora_target_modules} (peft), "
-                      + ("merged into the weights while generating" if not cfg.packed_cpu_linears
+                      + ("merged into the weights while generating" if not trainer.config.packed_cpu_linears
                          else "kept beside the packed base weights while generating (not merged)"),
             "reference": "the policy with its adapter disabled",
             "value": "linear value head on the policy's shared backbone (one forward gives logits and values)",
@@ -664,6 +669,7 @@ def run_ours(cfg: BenchConfig) -> dict:
                     "a response stops at its first EOS; generation stops when every response has"),
         },
         "prompt_source": "course_utils.tasks.load_split('train') through trainer.PromptStream",
+        "fast_paths": trainer.fast_paths,
     }
 
 
@@ -673,19 +679,17 @@ def run_ours(cfg: BenchConfig) -> dict:
 
 
 def machine_info() -> dict:
+    """The host, so a learner can tell which row of the README's table is theirs: the CPU model and
+    the instruction-set flags that decide which kernels pay (``calibration.host_info``)."""
+    host = calibration.host_info()
     info = {
         "platform": platform.platform(),
         "python": platform.python_version(),
         "processor": platform.processor() or platform.machine(),
         "cpu_count": os.cpu_count(),
+        "cpu_model": host["cpu_model"],
+        "cpu_flags": host["flags"],
     }
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                info["cpu_model"] = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     try:
         import psutil
 
@@ -779,6 +783,8 @@ def summary_text(report: dict) -> str:
         e = ours["sampler_logprob_error"]
         lines.append(f"ours sampler ({e['sampling_dtype']}) vs the float32 forward, log-probs of its {e['tokens']} tokens: "
                      f"mean |diff| {e['mean_abs']:.2g}, max {e['max_abs']:.2g} nats")
+    if ours.get("fast_paths"):
+        lines.append(fast_paths_line(ours["fast_paths"], report.get("machine", {})))
     if "lower_bound_s" in ours:
         lb, lim = ours["lower_bound_s"], ours["machine_limits"]
         lines.append(f"lower bound (s): generation {lb['generation_s']:.2f} + frozen forwards "
@@ -803,6 +809,16 @@ def summary_text(report: dict) -> str:
     if busy:
         lines.append(busy)
     return "\n".join(lines)
+
+
+def fast_paths_line(record: dict, machine: dict) -> str:
+    """Which CPU fast paths ours ran with, how they were chosen, and on which host."""
+    chosen = record["chosen"]
+    times = record.get("times_s") or {}
+    measured = "; miniature update (s): " + ", ".join(f"{k} {v:.3f}" for k, v in times.items()) if times else ""
+    return (f"ours fast paths: packed kernels {chosen['packed_cpu_linears']}, decode loop {chosen['decode_loop']}, "
+            f"sampling {chosen['sampling_dtype']} ({record['how']}) on {machine.get('cpu_model', '?')} "
+            f"[{' '.join(machine.get('cpu_flags') or []) or 'no flags read'}]{measured}")
 
 
 def busy_machine_note(report: dict) -> str | None:
@@ -836,10 +852,15 @@ def build_parser() -> argparse.ArgumentParser:
                         help="let our responses stop at EOS (default: full length, like TRL's)")
     parser.add_argument("--old-logprobs-from", choices=("generation", "forward"), default=BenchConfig.old_logprobs_from,
                         help="ours: old log-probs from the sampler's logits (default, as the cpu preset) or a separate forward")
-    parser.add_argument("--no-packed", action="store_true",
-                        help="ours: PyTorch's default CPU kernels instead of oneDNN-packed weights (to measure the change)")
-    parser.add_argument("--no-decode-loop", action="store_true",
-                        help="ours: sample with transformers' generate instead of the library's loop (to measure the change)")
+    parser.add_argument("--packed", choices=SWITCH_VALUES, default="auto",
+                        help="ours: oneDNN-packed weights (true), PyTorch's default CPU kernels (false), or as a run "
+                             "chooses them on this machine (auto, the default)")
+    parser.add_argument("--no-packed", dest="packed", action="store_const", const="false", help="ours: --packed false")
+    parser.add_argument("--decode-loop", choices=SWITCH_VALUES, default="auto",
+                        help="ours: the library's sampling loop (true), transformers' generate (false), or as a run "
+                             "chooses (auto, the default)")
+    parser.add_argument("--no-decode-loop", dest="decode_loop", action="store_const", const="false",
+                        help="ours: --decode-loop false")
     parser.add_argument("--sampling-dtype", choices=("float32", "bfloat16"), default=BenchConfig.sampling_dtype,
                         help="ours: sample through bfloat16 weight copies (opt-in; see sampler_logprob_error)")
     parser.add_argument("--timeout", type=float, default=None, help="seconds allowed per child (default: none)")
@@ -869,7 +890,7 @@ def main(argv: list[str] | None = None) -> dict:
     cfg = BenchConfig(model=args.model, updates=args.updates, warmup=args.warmup, threads=args.threads,
                       batch_size=args.batch_size, response_length=args.response_length,
                       full_length=not args.natural_eos, old_logprobs_from=args.old_logprobs_from,
-                      packed_cpu_linears=not args.no_packed, decode_loop=not args.no_decode_loop,
+                      packed_cpu_linears=SWITCH_VALUES[args.packed], decode_loop=SWITCH_VALUES[args.decode_loop],
                       sampling_dtype=args.sampling_dtype)
     sides = [args.only] if args.only else ["ours", "trl"]
     machine = machine_info()

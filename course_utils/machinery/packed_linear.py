@@ -265,6 +265,9 @@ def packed_linears(model: nn.Module, enabled: bool = True, compute_dtype: torch.
     its place, its name and its hooks (only its ``forward`` is replaced, and put back on exit).
     ``compute_dtype=torch.bfloat16`` (without gradients only) multiplies in bfloat16, see above.
     Yields the number of layers switched (0 when disabled or not available)."""
+    if isinstance(enabled, str):  # a config's "auto" is truthy: it would pack without anyone choosing to
+        raise ValueError(f"packed_linears(enabled={enabled!r}): pass true or false; a config's \"auto\" is decided "
+                         "by machinery.calibration.resolve (PPOTrainer does it when it starts)")
     with_grad = torch.is_grad_enabled()
     if with_grad and compute_dtype != torch.float32:
         raise ValueError(f"packed_linears: compute_dtype {compute_dtype} is for sampling only; call it under "
