@@ -224,6 +224,17 @@ def unmeasured_noise_rates(design: Mapping, planned: Sequence[float] = NOISE_RAT
     return [rate for rate in planned if rate not in measured]
 
 
+def missing_noisy_arms(design: Mapping, planned: Sequence[float] = NOISE_RATES,
+                       kinds: Sequence[str] | None = None) -> dict[float, list[str]]:
+    """For each planned noise level of design (f), the arm kinds (``NOISY_ARM_LABELS``' keys unless
+    ``kinds`` is given) that ``design["arms"]`` has no "<kind>@<rate>" for; levels with every arm are
+    left out. A level with one arm of four is not a crossover point yet: the arms must be compared
+    at the same level."""
+    kinds = list(NOISY_ARM_LABELS) if kinds is None else list(kinds)
+    missing = {rate: [kind for kind in kinds if f"{kind}@{rate:g}" not in design["arms"]] for rate in planned}
+    return {rate: absent for rate, absent in missing.items() if absent}
+
+
 def chance_pass_at_k(p: float, k: int) -> float:
     """pass@k of a policy whose samples pass independently, each with probability ``p``:
 
