@@ -158,7 +158,7 @@ def test_missing_noisy_arms_names_the_arms_a_level_still_lacks():
     design = {"arms": {"sft_full@0.75": [], "sft_filtered@0.75": [], "sft_ppo_checker@0.75": [],
                        "sft_ppo_learned_rm@0.75": [], "sft_warm_up@0.75": [], "sft_full@0.5": []}}
     missing = capstone.missing_noisy_arms(design)
-    assert missing == {0.25: list(capstone.NOISY_ARM_LABELS),
+    assert missing == {0.25: list(capstone.NOISY_DESIGN_ARMS),
                        0.5: ["sft_filtered", "sft_ppo_checker", "sft_ppo_learned_rm"]}
     assert 0.75 not in missing  # every arm there
     assert capstone.missing_noisy_arms(design, kinds=["sft_full"]) == {0.25: ["sft_full"]}

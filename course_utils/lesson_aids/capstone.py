@@ -226,11 +226,11 @@ def unmeasured_noise_rates(design: Mapping, planned: Sequence[float] = NOISE_RAT
 
 def missing_noisy_arms(design: Mapping, planned: Sequence[float] = NOISE_RATES,
                        kinds: Sequence[str] | None = None) -> dict[float, list[str]]:
-    """For each planned noise level of design (f), the arm kinds (``NOISY_ARM_LABELS``' keys unless
+    """For each planned noise level of design (f), the arm kinds (``NOISY_DESIGN_ARMS`` unless
     ``kinds`` is given) that ``design["arms"]`` has no "<kind>@<rate>" for; levels with every arm are
     left out. A level with one arm of four is not a crossover point yet: the arms must be compared
     at the same level."""
-    kinds = list(NOISY_ARM_LABELS) if kinds is None else list(kinds)
+    kinds = list(NOISY_DESIGN_ARMS) if kinds is None else list(kinds)
     missing = {rate: [kind for kind in kinds if f"{kind}@{rate:g}" not in design["arms"]] for rate in planned}
     return {rate: absent for rate, absent in missing.items() if absent}
 
@@ -247,6 +247,8 @@ def chance_pass_at_k(p: float, k: int) -> float:
     return 1.0 - (1.0 - p) ** k
 
 
+NOISY_DESIGN_ARMS = ("sft_full", "sft_filtered", "sft_ppo_checker", "sft_ppo_learned_rm")
+"""Design (f)'s four arms at each noise level (the PPO arms' warm-up, ``sft_warm_up``, comes with them)."""
 NOISY_ARM_LABELS = {
     "sft_full": "SFT on every (noisy) demonstration",
     "sft_filtered": "filtered SFT (demos and own answers the checker passes)",
