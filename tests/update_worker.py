@@ -79,6 +79,7 @@ def main() -> None:
 
     config = load_config(SMOKE, output_dir=str(out_dir / "run"), **settings)
     trainer = PPOTrainer(config, quiet=True)  # under torchrun: accelerate's MULTI_CPU engine (gloo)
+    config = trainer.config  # the fast paths' "auto" decided (machinery.calibration), as the trainer runs them
     rank, world_size, accelerator = trainer.rank, trainer.world_size, trainer.accelerator
     if not batch_file.exists():
         assert world_size == 1, "the batch is sampled by the one-process run"
