@@ -144,10 +144,7 @@ def test_retention_plot_puts_each_seed_at_its_gain_and_change_with_ppos_path_and
     assert any(label.endswith("+42 / -22") for label in labels) and any(label.endswith("+33 / -2") for label in labels)
 
 
-def test_unmeasured_noise_rates_and_the_chance_pass_at_k():
-    design = {"arms": {"sft_full@0.75": {}, "sft_ppo_checker@0.75": {}, "sft_full@0.25": {}}}
-    assert capstone.unmeasured_noise_rates(design) == [0.5]
-    assert capstone.unmeasured_noise_rates({"arms": {}}) == list(capstone.NOISE_RATES)
+def test_the_chance_pass_at_k():
     assert capstone.chance_pass_at_k(0.5, 16) == pytest.approx(1 - 0.5 ** 16)
     assert capstone.chance_pass_at_k(0.25, 1) == pytest.approx(0.25) and capstone.chance_pass_at_k(0.0, 16) == 0.0
     with pytest.raises(ValueError):
@@ -161,4 +158,6 @@ def test_missing_noisy_arms_names_the_arms_a_level_still_lacks():
     assert missing == {0.25: list(capstone.NOISY_DESIGN_ARMS),
                        0.5: ["sft_filtered", "sft_ppo_checker", "sft_ppo_learned_rm"]}
     assert 0.75 not in missing  # every arm there
+    assert capstone.missing_noisy_arms({"arms": {}}) == {rate: list(capstone.NOISY_DESIGN_ARMS)
+                                                         for rate in capstone.NOISE_RATES}
     assert capstone.missing_noisy_arms(design, kinds=["sft_full"]) == {0.25: ["sft_full"]}

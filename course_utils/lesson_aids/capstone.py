@@ -218,12 +218,6 @@ NOISE_RATES = (0.25, 0.5, 0.75)
 the majority answer of every family (noise 0 is the pipeline's own arms)."""
 
 
-def unmeasured_noise_rates(design: Mapping, planned: Sequence[float] = NOISE_RATES) -> list[float]:
-    """The planned noise levels of design (f) that no arm in ``design["arms"]`` ("<kind>@<rate>") has."""
-    measured = {float(name.rsplit("@", 1)[1]) for name in design["arms"]}
-    return [rate for rate in planned if rate not in measured]
-
-
 def missing_noisy_arms(design: Mapping, planned: Sequence[float] = NOISE_RATES,
                        kinds: Sequence[str] | None = None) -> dict[float, list[str]]:
     """For each planned noise level of design (f), the arm kinds (``NOISY_DESIGN_ARMS`` unless
