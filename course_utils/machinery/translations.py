@@ -495,24 +495,25 @@ def exercise_output(english_source: str, english_text: str, language: str):
     return exercises.check(name, _raises_not_implemented, lang=language)
 
 
-def is_exercise_cell(cell) -> bool:
-    """A code cell that calls ``exercises.check`` or ``exercises.hint``."""
+def _code_cell_calls(cell, is_call) -> bool:
+    """A code cell with at least one language-aware call that ``is_call`` accepts (False for code
+    that does not parse: it is shown as it is)."""
     if cell["cell_type"] != "code":
         return False
     try:
-        return bool([c for c in language_calls(_text(cell["source"])) if _is_exercise_call(c)])
+        return any(is_call(c) for c in language_calls(_text(cell["source"])))
     except SyntaxError:
         return False
+
+
+def is_exercise_cell(cell) -> bool:
+    """A code cell that calls ``exercises.check`` or ``exercises.hint``."""
+    return _code_cell_calls(cell, _is_exercise_call)
 
 
 def is_glossary_cell(cell) -> bool:
     """A code cell that calls ``show_glossary`` (the glossary table that ends a lesson)."""
-    if cell["cell_type"] != "code":
-        return False
-    try:
-        return bool([c for c in language_calls(_text(cell["source"])) if _is_glossary_call(c)])
-    except SyntaxError:
-        return False
+    return _code_cell_calls(cell, _is_glossary_call)
 
 
 def glossary_output(english_source: str, english_text: str, language: str):
