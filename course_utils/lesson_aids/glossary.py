@@ -19,6 +19,7 @@ __all__ = ["GLOSSARY", "MEANINGS", "MEANINGS_KO", "LANGUAGES", "GlossaryTable", 
 GLOSSARY: dict[str, str] = {
     "policy": "정책",
     "actor": "액터",
+    "critic": "크리틱",
     "reference model": "기준 모델",
     "reward": "보상",
     "reward model": "보상 모델",
@@ -34,6 +35,7 @@ GLOSSARY: dict[str, str] = {
     "probability ratio": "확률 비율",
     "clipping": "클리핑",
     "objective function": "목적 함수",
+    "clipped surrogate objective": "클리핑된 대리 목적 함수",
     "importance sampling": "중요도 샘플링",
     "on-policy": "정책 내 학습",
     "off-policy": "정책 외 학습",
@@ -94,6 +96,7 @@ GLOSSARY: dict[str, str] = {
 MEANINGS: dict[str, str] = {
     "policy": "the model being trained; it picks the next token (the action) given the text so far (the state)",
     "actor": "another name for the policy in actor-critic methods",
+    "critic": "the part of an actor-critic method that predicts the value; in this course, the value head",
     "reference model": "a frozen copy of the starting (SFT) policy; the KL penalty measures distance to it",
     "reward": "the number the training maximises; in PPO-RLHF a score plus per-token KL penalties",
     "reward model": "a frozen model that scores a whole response with one number",
@@ -109,6 +112,8 @@ MEANINGS: dict[str, str] = {
     "probability ratio": "r = π_θ(a) / π_old(a), how much more likely the updated policy makes a token",
     "clipping": "capping the ratio's effect at [1 - ε, 1 + ε] inside the objective",
     "objective function": "what training maximises (the loss is its negative)",
+    "clipped surrogate objective": "PPO's objective, min(r·A, clip(r, 1 - ε, 1 + ε)·A) per token: a stand-in "
+                                   "('surrogate') for the true objective that reuses π_old's samples through the ratio",
     "importance sampling": "reweighting samples from one policy by a ratio to estimate for another",
     "on-policy": "learning only from data the current policy generated",
     "off-policy": "learning from data another (older) policy generated",
@@ -169,6 +174,7 @@ MEANINGS: dict[str, str] = {
 MEANINGS_KO: dict[str, str] = {
     "policy": "학습되는 모델. 지금까지의 텍스트(상태)를 보고 다음 토큰(행동)을 고릅니다",
     "actor": "액터-크리틱 방법에서 정책을 부르는 다른 이름",
+    "critic": "액터-크리틱 방법에서 value를 예측하는 쪽. 이 강좌에서는 value 헤드입니다",
     "reference model": "출발점(SFT) 정책을 고정해 둔 사본. KL 벌점은 이 모델과의 거리를 잽니다",
     "reward": "학습이 최대화하는 값. PPO-RLHF에서는 점수에 토큰별 KL 벌점을 더한 것입니다",
     "reward model": "응답 전체에 점수 하나를 매기는 고정된 모델",
@@ -184,6 +190,8 @@ MEANINGS_KO: dict[str, str] = {
     "probability ratio": "r = π_θ(a) / π_old(a). 업데이트된 정책에서 토큰의 확률이 몇 배가 되었는지 나타냅니다",
     "clipping": "목적 함수 안에서 확률 비율의 효과를 [1 - ε, 1 + ε] 구간으로 제한하는 것",
     "objective function": "학습이 최대화하는 값 (손실은 여기에 음의 부호를 붙인 것입니다)",
+    "clipped surrogate objective": "PPO가 최대화하는 목적. 토큰마다 min(r·A, clip(r, 1 - ε, 1 + ε)·A)이며, 확률 "
+                                   "비율로 π_old의 샘플을 다시 쓰려고 진짜 목적 대신 세운 '대리' 목적입니다",
     "importance sampling": "한 정책에서 얻은 샘플에 확률 비율로 가중치를 주어 다른 정책에 대한 값을 추정하는 방법",
     "on-policy": "현재 정책이 생성한 데이터로만 학습하는 것",
     "off-policy": "다른(더 오래된) 정책이 생성한 데이터로 학습하는 것",
