@@ -660,7 +660,11 @@ def decode_responses(tokenizer, response_ids: torch.Tensor, response_mask: torch
     return [tokenizer.decode(row[:n].tolist(), skip_special_tokens=True) for row, n in zip(response_ids, lengths)]
 
 
-def greedy_answers(model, prompts: Sequence[str], max_new_tokens: int, chunk: int = 32, *, tokenizer=None,
+ANSWER_CHUNK = 32
+"""Prompts answered per batch by ``greedy_answers`` and ``sampled_answers``."""
+
+
+def greedy_answers(model, prompts: Sequence[str], max_new_tokens: int, chunk: int = ANSWER_CHUNK, *, tokenizer=None,
                    progress: bool = False, packed: bool = True, decode_loop: bool = True) -> list[str]:
     """Greedy answers to ``prompts`` (chat template, special tokens removed), ``chunk`` at a time:
     what every held-out evaluation reads (the trainer's, the SFT report's, the reward model's).
@@ -673,7 +677,8 @@ def greedy_answers(model, prompts: Sequence[str], max_new_tokens: int, chunk: in
 
 
 def sampled_answers(model, prompts: Sequence[str], samples: int, max_new_tokens: int, temperature: float = 1.0,
-                    chunk: int = 32, *, seed: int = 0, tokenizer=None, progress: bool = False) -> list[list[str]]:
+                    chunk: int = ANSWER_CHUNK, *, seed: int = 0, tokenizer=None,
+                    progress: bool = False) -> list[list[str]]:
     """``samples`` answers to every prompt, sampled from the policy at ``temperature`` (the
     rollout's distribution, not greedy): ``out[i]`` holds prompt i's answers. For pass@k."""
     settings = SamplingSettings(temperature=temperature, max_new_tokens=max_new_tokens, do_sample=True)

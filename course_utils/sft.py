@@ -23,8 +23,9 @@ import random
 import shutil
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -32,11 +33,11 @@ from tqdm.auto import tqdm
 
 from course_utils import models, tasks
 from course_utils import ppo_math as pm
-from course_utils.config import field_docs
+from course_utils.config import AUTO_SWITCHES, field_docs
 from course_utils.device import pick_device, seed_everything, set_threads
 from course_utils.machinery import hub, safe_files
-from course_utils.rollout import (greedy_answers, response_mask_from_ids, sampled_answers, sequence_forward,
-                                  stop_token_ids, tokenize_prompts)
+from course_utils.rollout import (ANSWER_CHUNK, greedy_answers, response_mask_from_ids, sampled_answers,
+                                  sequence_forward, stop_token_ids, tokenize_prompts)
 
 
 @dataclass
@@ -88,6 +89,13 @@ class SFTConfig:
     """Held-out prompts evaluated before and after (balanced over the task families)."""
     max_new_tokens: int = 16
     """Longest greedy answer in the evaluation."""
+    # Declared bool like PPOConfig's: "auto" is resolved by machinery.calibration before evaluating.
+    packed_cpu_linears: bool = "auto"
+    """The evaluations' greedy answers through oneDNN-packed weights (true), PyTorch's default kernels
+    (false), or whichever is faster on this machine (auto: measured once, as a PPO run does)."""
+    decode_loop: bool = "auto"
+    """The evaluations' greedy answers with the library's decode loop (true), transformers'
+    ``generate`` (false), or whichever is faster on this machine (auto)."""
     seed: int = 0
     """Seeds the shuffling of the demonstrations and the LoRA initialisation."""
     threads: int = 0
@@ -115,6 +123,8 @@ class SFTConfig:
             (self.eval_prompts >= 1, f"eval_prompts must be >= 1 (the pass rate of no prompt is undefined), "
                                      f"got {self.eval_prompts}"),
             (self.max_new_tokens >= 1, f"max_new_tokens must be >= 1, got {self.max_new_tokens}"),
+            *((isinstance(getattr(self, name), bool) or getattr(self, name) == "auto",
+               f"{name} must be true, false or auto, got {getattr(self, name)!r}") for name in AUTO_SWITCHES),
             (not set(self.demo_families) - set(tasks.TASK_FAMILIES),
              f"demo_families has unknown families {sorted(set(self.demo_families) - set(tasks.TASK_FAMILIES))}; "
              f"choose from {', '.join(tasks.TASK_FAMILIES)}"),
@@ -216,15 +226,34 @@ def sft_loss(policy, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     return -pm.masked_mean(logprobs, batch["response_mask"])
 
 
-def pass_rates(bundle, records: list, max_new_tokens: int) -> dict:
-    """Greedy held-out answers: strict checker pass rate overall and per task family."""
-    answers = greedy_answers(bundle, [r.prompt for r in records], max_new_tokens)
+def pass_rates(bundle, records: list, max_new_tokens: int, packed: bool = True, decode_loop: bool = True) -> dict:
+    """Greedy held-out answers: strict checker pass rate overall and per task family (``packed``
+    and ``decode_loop``: the CPU fast paths, as in ``rollout.generate``)."""
+    answers = greedy_answers(bundle, [r.prompt for r in records], max_new_tokens, packed=packed,
+                             decode_loop=decode_loop)
     passed = [tasks.check(r, a).passed for r, a in zip(records, answers)]
     per_family: dict[str, list[bool]] = {}
     for record, ok in zip(records, passed):
         per_family.setdefault(record.family, []).append(ok)
     return {"pass_rate": float(np.mean(passed)),
             "per_family": {k: float(np.mean(v)) for k, v in sorted(per_family.items())}, "answers": answers}
+
+
+def evaluation_fast_paths(config: SFTConfig, bundle, records: list) -> tuple[SFTConfig, dict]:
+    """The config with its evaluations' CPU fast paths decided, and the record of how
+    (``machinery.calibration.resolve``: "auto" is measured once on this machine, for greedy answers
+    of ``ANSWER_CHUNK`` rows and no other forward, then cached; true/false are kept)."""
+    from course_utils.machinery import calibration
+
+    asked = SimpleNamespace(**{name: getattr(config, name) for name in AUTO_SWITCHES}, sampling_dtype="float32",
+                            model=config.model, max_new_tokens=config.max_new_tokens)
+    record = calibration.resolve(asked, bundle, [r.prompt for r in records[:ANSWER_CHUNK]], forwards=0)
+    return replace(config, **{name: record["chosen"][name] for name in AUTO_SWITCHES}), record
+
+
+def eval_switches(config: SFTConfig) -> dict:
+    """``pass_rates``' fast-path arguments from a config whose switches are decided."""
+    return {"packed": config.packed_cpu_linears, "decode_loop": config.decode_loop}
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -283,14 +312,17 @@ def train_sft(config: SFTConfig, progress: bool = True) -> dict:
     eos_id = stop_token_ids(tokenizer, policy.base_model)[0]
     held_out = {name: held_out_records(config, name)
                 for name in (config.eval_split, tasks.UNSEEN_SPLIT)}  # the same prompts, asked anew
-    before = {name: pass_rates(bundle, records, config.max_new_tokens) for name, records in held_out.items()}
+    config, fast_paths = evaluation_fast_paths(config, bundle, held_out[config.eval_split])
+    before = {name: pass_rates(bundle, records, config.max_new_tokens, **eval_switches(config))
+              for name, records in held_out.items()}
 
     run = sft_steps(bundle, demos, config, eos_id, device, held_out[config.eval_split], progress)
-    after = {name: pass_rates(bundle, records, config.max_new_tokens) for name, records in held_out.items()}
+    after = {name: pass_rates(bundle, records, config.max_new_tokens, **eval_switches(config))
+             for name, records in held_out.items()}
     losses = run["loss"]
     metrics = {"config": asdict(config), "demos": len(demos), "steps": len(losses), "train_seconds": run["seconds"],
                "epochs_done": len(losses) * config.batch_size / len(demos),
-               "threads": threads, "loss": losses, "before": before, "after": after}
+               "threads": threads, "loss": losses, "before": before, "after": after, "fast_paths": fast_paths}
     if config.eval_every:
         metrics["curve"] = run["curve"]
     if config.demo_noise:
@@ -344,7 +376,8 @@ def sft_steps(bundle, demos: list, config: SFTConfig, eos_id: int, device, held_
             if config.eval_every and len(losses) % config.eval_every == 0:
                 paused = time.perf_counter()  # evaluations are not training time (as in PPO)
                 curve.append({"step": len(losses), "train_seconds": paused - start,
-                              "per_family": pass_rates(bundle, held_out, config.max_new_tokens)["per_family"]})
+                              "per_family": pass_rates(bundle, held_out, config.max_new_tokens,
+                                                       **eval_switches(config))["per_family"]})
                 start += time.perf_counter() - paused
                 policy.train()
     return {"loss": losses, "seconds": time.perf_counter() - start, "rounds": rounds, "curve": curve}
@@ -407,6 +440,10 @@ def save_merged(bundle, folder: Path) -> Path:
     return folder
 
 
+SWITCH_WORDS = {"auto": "auto", "true": True, "false": False}
+"""The command line's words for a fast-path switch -> the config's value."""
+
+
 def main(argv: list[str] | None = None) -> dict:
     """``python -m course_utils sft [--FIELD VALUE ...]``: every field of ``SFTConfig``."""
     parser = argparse.ArgumentParser(prog="python -m course_utils sft", description=__doc__.split("\n")[0])
@@ -415,6 +452,8 @@ def main(argv: list[str] | None = None) -> dict:
         flag, doc = f"--{name.replace('_', '-')}", docs.get(name, "")
         if spec.default_factory is list:  # a list field: zero or more values after the flag
             parser.add_argument(flag, nargs="*", default=[], metavar="NAME", help=f"{doc} (default: none)")
+        elif name in AUTO_SWITCHES:  # true, false or auto
+            parser.add_argument(flag, choices=SWITCH_WORDS, default="auto", help=f"{doc} (default: auto)")
         elif isinstance(spec.default, bool):  # --demo-filter / --no-demo-filter
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=spec.default,
                                 help=f"{doc} (default: {spec.default})")
@@ -423,7 +462,9 @@ def main(argv: list[str] | None = None) -> dict:
                                 help=f"{doc} (default: {spec.default})")
     parser.add_argument("--overwrite", action="store_true", help="replace the model this run_name already holds")
     args = parser.parse_args(argv)
-    config = SFTConfig(**{name: getattr(args, name) for name in SFTConfig.__dataclass_fields__}).validate()
+    values = {name: getattr(args, name) for name in SFTConfig.__dataclass_fields__}
+    values.update({name: SWITCH_WORDS[values[name]] for name in AUTO_SWITCHES})
+    config = SFTConfig(**values).validate()
     if complete_model(config.run_dir / "model") and not args.overwrite:
         raise ValueError(f"{config.run_dir / 'model'} already holds an SFT model: replace it with --overwrite, "
                          "or give this run another --run-name")

@@ -3,7 +3,7 @@ honoured by the trainer and overridable; a damaged cache is measured again with 
 
 The stopwatch is replaced wherever a test depends on which candidate wins: a fake clock for
 ``measure``, a fake ``measure_candidates`` (fixed times, counted calls) for ``resolve`` and the
-trainer. One test runs the real miniature updates on the tiny model, and asserts nothing on times."""
+trainer. One test runs the real measurements on the tiny model, and asserts nothing on times."""
 
 from __future__ import annotations
 
@@ -36,8 +36,9 @@ def fake_measure(monkeypatch):
     """``measure_candidates`` answering fixed seconds per candidate; ``calls`` counts measurements."""
     state = SimpleNamespace(calls=0, times={PLAIN.name: 1.0, PACKED.name: 1.2, LOOP.name: 0.7, BOTH.name: 0.8})
 
-    def fake(bundle, prompts, candidates, forwards):
+    def fake(bundle, prompts, candidates, forwards, new_tokens=32):
         state.calls += 1
+        state.measured = [c.name for c in candidates]
         return {c.name: state.times.get(c.name, 9.9) for c in candidates}
 
     monkeypatch.setattr(cal, "measure_candidates", fake)
@@ -95,6 +96,43 @@ def test_bfloat16_is_a_candidate_only_where_the_cpu_has_it(tiny_bundle, monkeypa
     assert len(cal.candidates_for(policy, without, "float32")) == 4
 
 
+def test_the_estimate_recovers_a_known_linear_cost(tiny_bundle, monkeypatch):
+    """Fake workloads whose seconds follow a known cost model (a forward costs ``a`` per row-token,
+    a decode step ``b[candidate]`` whatever the prompt): the estimate must be that model's cost of
+    the run's update, prefill + new_tokens steps + forwards over prompt + new_tokens tokens, for
+    the run's rows, though the forwards were timed on fewer rows and the steps over fewer tokens."""
+    a = {False: 1e-3, True: 0.5e-3}
+    b = {PLAIN.name: 0.05, BOTH.name: 0.02}
+    seen = {}
+
+    def fake_measure(workloads, rounds=3, tokens=cal.TOKENS, clock=None):
+        out = {}
+        for name in workloads:
+            kind, _, which = name.partition(" ")
+            if kind == "sample":
+                out[name] = tokens * b[which]
+            else:
+                rows, lq = seen["forward rows"], seen["prompt tokens"]
+                out[name] = a[which == "True"] * rows * (lq + tokens)
+        return out
+
+    real_forward_run = cal.forward_run
+
+    def spy_forward_run(bundle, rollout, packed):
+        seen["forward rows"], seen["prompt tokens"] = rollout.query_ids.shape
+        return real_forward_run(bundle, rollout, packed)
+
+    monkeypatch.setattr(cal, "measure", fake_measure)
+    monkeypatch.setattr(cal, "forward_run", spy_forward_run)
+    prompts = ["Hi", "Add 2 and 3.", "Name a colour.", "Say yes.", "Count to three.", "Spell cat."]
+    times = cal.measure_candidates(tiny_bundle, prompts, [PLAIN, BOTH], forwards=3, new_tokens=20)
+    assert seen["forward rows"] == cal.FORWARD_ROWS < len(prompts)
+    lq, rows = seen["prompt tokens"], len(prompts)
+    for c in (PLAIN, BOTH):
+        truth = a[c.packed_cpu_linears] * rows * (lq + 3 * (lq + 20)) + 20 * b[c.name]
+        assert times[c.name] == pytest.approx(truth, rel=1e-9)
+
+
 # ---------------------------------------------------------------- resolve: made, cached, overridable
 
 
@@ -109,15 +147,18 @@ def test_auto_is_measured_once_then_read_from_the_cache(tiny_bundle, cache_file,
     assert second["how"] == "cached" and fake_measure.calls == 1 and second["chosen"] == first["chosen"]
     cal.resolve(config(), tiny_bundle, ["Hi"] * 8, log=lambda m: None)  # other rows: another key
     assert fake_measure.calls == 2
+    cal.resolve(config(max_new_tokens=9), tiny_bundle, ["Hi"] * 8, log=lambda m: None)  # other lengths too
+    assert fake_measure.calls == 3
 
 
 def test_explicit_values_are_honoured_without_measuring(tiny_bundle, cache_file, fake_measure):
     record = cal.resolve(config(packed_cpu_linears=True, decode_loop=False), tiny_bundle, ["Hi"], log=print)
     assert record["how"] == "set in the config" and fake_measure.calls == 0 and not cache_file.exists()
     assert record["chosen"] == {"packed_cpu_linears": True, "decode_loop": False, "sampling_dtype": "float32"}
-    # One switch fixed, the other measured: the choice keeps the fixed value.
+    # One switch fixed, the other measured: only the candidates with the fixed value are timed.
     record = cal.resolve(config(packed_cpu_linears=True), tiny_bundle, ["Hi"], log=lambda m: None)
     assert record["chosen"]["packed_cpu_linears"] is True and record["chosen"]["decode_loop"] is True
+    assert sorted(fake_measure.measured) == sorted([PACKED.name, BOTH.name])
 
 
 def test_auto_off_the_cpu_is_the_plain_path(monkeypatch, fake_measure):
@@ -213,3 +254,46 @@ def test_the_real_measurement_runs_and_leaves_the_run_as_it_was(tiny_bundle, mon
     times = cal.measure_candidates(tiny_bundle, ["Hi", "Add 2 and 3."], [PLAIN, BOTH], forwards=2)
     assert set(times) == {PLAIN.name, BOTH.name} and all(t > 0 for t in times.values())
     assert policy.training and torch.equal(rng, torch.random.get_rng_state())
+
+
+def test_sft_evaluations_take_what_was_chosen_and_the_command_line_can_fix_it(tmp_path, cache_file, fake_measure,
+                                                                            monkeypatch):
+    """The SFT warm-up's greedy evaluations are sampling only (no other forward): measured with
+    ``forwards=0`` for the evaluation's own rows, honoured in every evaluation, recorded in
+    metrics.json; ``--decode-loop false`` on the command line is a False, never the string."""
+    from course_utils import rollout, sft
+    from course_utils.machinery import hub
+
+    asked, measured_forwards = [], []
+    real_fake = cal.measure_candidates
+
+    def counting(bundle, prompts, candidates, forwards, new_tokens=32):
+        measured_forwards.append((forwards, len(prompts), new_tokens))
+        return real_fake(bundle, prompts, candidates, forwards, new_tokens)
+
+    real_greedy = rollout.greedy_answers
+
+    def spy(*args, **kwargs):
+        asked.append((kwargs["packed"], kwargs["decode_loop"]))
+        return real_greedy(*args, **kwargs)
+
+    monkeypatch.setattr(cal, "measure_candidates", counting)
+    monkeypatch.setattr(sft, "greedy_answers", spy)
+    config = sft.SFTConfig(model=hub.TINY_MODEL, demos=8, epochs=1, batch_size=8, eval_prompts=6, max_new_tokens=3,
+                           output_dir=str(tmp_path), run_name="sft", threads=2, lora_rank=4, lora_alpha=8)
+    metrics = sft.train_sft(config, progress=False)
+    assert measured_forwards == [(0, 6, 3)]
+    assert set(asked) == {(False, True)} and len(asked) == 4  # before and after, two splits each
+    assert metrics["fast_paths"]["how"] == "measured" and metrics["config"]["decode_loop"] is True
+    with pytest.raises(ValueError, match="decode_loop must be true, false or auto"):
+        sft.SFTConfig(decode_loop="yes").validate()
+    parsed = []
+
+    def stop(config, **kwargs):
+        parsed.append(config)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sft, "train_sft", stop)
+    with pytest.raises(BaseException):  # the interruption main reports; only the parsed config matters here
+        sft.main(["--decode-loop", "false", "--output-dir", str(tmp_path / "cli")])
+    assert parsed[0].decode_loop is False and parsed[0].packed_cpu_linears == "auto"

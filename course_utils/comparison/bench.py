@@ -815,7 +815,7 @@ def fast_paths_line(record: dict, machine: dict) -> str:
     """Which CPU fast paths ours ran with, how they were chosen, and on which host."""
     chosen = record["chosen"]
     times = record.get("times_s") or {}
-    measured = "; miniature update (s): " + ", ".join(f"{k} {v:.3f}" for k, v in times.items()) if times else ""
+    measured = "; estimated s per update: " + ", ".join(f"{k} {v:.3f}" for k, v in times.items()) if times else ""
     return (f"ours fast paths: packed kernels {chosen['packed_cpu_linears']}, decode loop {chosen['decode_loop']}, "
             f"sampling {chosen['sampling_dtype']} ({record['how']}) on {machine.get('cpu_model', '?')} "
             f"[{' '.join(machine.get('cpu_flags') or []) or 'no flags read'}]{measured}")

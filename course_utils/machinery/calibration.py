@@ -9,8 +9,11 @@ so a config that says ``auto`` (the default) has them chosen by a stopwatch here
 - candidates: default or packed kernels x ``generate`` or the decode loop, float32; bfloat16
   sampling too, but only when the config asks for it (``sampling_dtype: auto`` lets it be chosen,
   and then only on a CPU with native bfloat16 instructions: flags ``avx512_bf16`` or ``amx_bf16``);
-- workload: a miniature update on the run's own shapes (``measure_candidates``): the batch's rows
-  sample ``TOKENS`` tokens, plus the update's forwards whose kernels the choice changes;
+- workload: an estimate of the update's work that the switches change, on the run's own shapes
+  (``measure_candidates``): a decode step of the batch's rows, timed over ``TOKENS`` steps, and a
+  no-gradient forward timed on ``FORWARD_ROWS`` rows, scaled to the run's rows, tokens and forwards
+  (21-22 s on two cores for four candidates on the Intel AMX host, against 44.5 s for the first
+  calibration's miniature updates; only the switches left at auto are measured);
 - alternated (A B C D, B C D A, ...) after an untimed warm-up, median of ``ROUNDS`` each, so one
   noisy sample (a background job, a frequency change) cannot decide;
 - a fast path must beat plain PyTorch by ``MARGIN`` or plain PyTorch is kept: a near-tie is noise,
@@ -50,12 +53,17 @@ CACHE_ENV_VAR = "COURSE_CALIBRATION_FILE"
 SWITCHES = ("packed_cpu_linears", "decode_loop", "sampling_dtype")
 HOST_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")
 NATIVE_BF16 = ("avx512_bf16", "amx_bf16")
-TOKENS = 8
-"""Tokens each candidate samples per timed run: enough decode steps to weigh, few enough to be quick."""
+TOKENS = 4
+"""Decode steps each candidate samples per timed run (and response tokens of the timed forwards)."""
+FORWARD_ROWS = 4
+"""Rows the forwards are timed on; scaled to the batch's rows (a forward's cost is close to linear in them)."""
 ROUNDS = 3
 MARGIN = 0.05
 """A fast path is chosen only when it is at least this share faster than plain PyTorch."""
 FORMAT = 1
+ESTIMATE = "steps+forwards"
+"""How ``times_s`` is estimated, part of the cache key: entries of the first calibration (a whole
+miniature update per candidate) are measured again rather than mixed with these."""
 
 
 class Candidate(NamedTuple):
@@ -171,10 +179,13 @@ def measure(workloads: dict[str, Callable[[int], None]], rounds: int = ROUNDS, t
     return {name: float(statistics.median(times)) for name, times in samples.items()}
 
 
-def sampling_run(bundle, prompts: list[str], candidate: Candidate) -> Callable[[int], None]:
-    """The batch's prompts sample ``tokens`` tokens with ``candidate``'s switches (EOS banned, so
-    every candidate samples as many)."""
+def sampling_run(bundle, rows: int, candidate: Candidate) -> Callable[[int], None]:
+    """``rows`` two-word prompts sample ``tokens`` tokens with ``candidate``'s switches (EOS banned,
+    so every candidate samples as many). The prompts are short so that the time is the decode
+    steps', the part the switches change most; the prefill is timed with the forwards."""
     from course_utils.rollout import SamplingSettings, generate
+
+    prompts = ["Say hi."] * rows
 
     def run(tokens: int) -> None:
         generate(bundle, None, prompts, SamplingSettings(max_new_tokens=tokens, min_new_tokens=tokens), seed=0,
@@ -184,46 +195,64 @@ def sampling_run(bundle, prompts: list[str], candidate: Candidate) -> Callable[[
     return run
 
 
-def forward_run(bundle, prompts: list[str], packed: bool) -> Callable[[int], None]:
-    """One no-gradient forward of the policy over the prompts and ``tokens`` response tokens,
-    through packed or default kernels: the kernel every frozen forward of an update runs."""
-    from course_utils.rollout import SamplingSettings, generate, sequence_forward
-
-    r = generate(bundle, None, prompts, SamplingSettings(max_new_tokens=TOKENS, min_new_tokens=TOKENS), seed=0,
-                 packed=False, decode_loop=False)
+def forward_run(bundle, rollout, packed: bool) -> Callable[[int], None]:
+    """One no-gradient forward of the policy over a few of the batch's prompts and ``tokens``
+    response tokens, through packed or default kernels: the kernel every frozen forward of an
+    update runs (and the prefill of its sampling)."""
+    from course_utils.rollout import sequence_forward
 
     def run(tokens: int) -> None:
         with torch.no_grad(), packed_linears(bundle.policy, packed):
-            sequence_forward(bundle.policy, r.query_ids, r.query_mask, r.response_ids[:, :tokens],
-                             r.response_mask[:, :tokens])
+            sequence_forward(bundle.policy, rollout.query_ids, rollout.query_mask, rollout.response_ids[:, :tokens],
+                             rollout.response_mask[:, :tokens])
 
     return run
 
 
-def measure_candidates(bundle, prompts: list[str], candidates: list[Candidate], forwards: int) -> dict[str, float]:
-    """Median seconds of each candidate's miniature update: its sampling of ``TOKENS`` tokens plus
-    ``forwards`` no-gradient forwards with its kernels (the passes an update makes whose kernels the
-    choice changes: the reference, the training forward's frozen layers, the old-policy forward
-    when it is separate; the backward runs on the dense weights either way). A forward is timed
-    once per kernel, not once per candidate: the decode loop does not change it, and that halves
-    the measurement. The global random state and the policy's train/eval mode are left as they
-    were; packed copies made here are dropped (the run re-packs what it uses, so a run that
-    chooses the default kernels does not keep a copy of the weights it never reads)."""
-    policy = bundle.policy
+def measure_candidates(bundle, prompts: list[str], candidates: list[Candidate], forwards: int,
+                       new_tokens: int = 32) -> dict[str, float]:
+    """Estimated seconds of one update's work that the switches change, for each candidate,
+    built from three short measurements (median of ``ROUNDS`` alternated runs each):
+
+        step(c)     = seconds of one decode step of all ``len(prompts)`` rows with c's switches
+                      (``TOKENS`` steps from two-word prompts, divided by ``TOKENS``)
+        forward(k)  = seconds of one no-gradient forward over ``FORWARD_ROWS`` of the prompts plus
+                      ``TOKENS`` response tokens with kernel k, scaled to all rows
+        update(c)   = prefill + new_tokens * step(c) + forwards * forward over prompt + new_tokens,
+
+    where the prefill and the longer forwards scale forward(k) by their token counts (a forward's
+    cost is close to linear in its tokens at these sizes). ``forwards`` are the passes an update
+    makes whose kernels the choice changes (the reference, the training forward's frozen layers,
+    the old-policy forward when separate; the backward runs on the dense weights either way);
+    ``new_tokens`` is the run's max_new_tokens, an upper bound on the steps a rollout takes.
+    Timing the forwards on a few rows and the steps from short prompts, rather than a whole
+    miniature update per candidate, is what keeps the measurement to seconds. The global random
+    state and the policy's train/eval mode are left as they were; packed copies made here are
+    dropped (the run re-packs what it uses, so a run that chooses the default kernels does not
+    keep a copy of the weights it never reads)."""
+    from course_utils.rollout import SamplingSettings, generate
+
+    policy, rows = bundle.policy, len(prompts)
+    sub = prompts[:FORWARD_ROWS]
     was_training = policy.training
     try:
         with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # min_new_tokens' off-policy note: these samples are thrown away
             policy.eval()
-            workloads = {f"sample {c.name}": sampling_run(bundle, prompts, c) for c in candidates}
-            workloads.update({f"forward {p}": forward_run(bundle, prompts, p)
+            rollout = generate(bundle, None, sub, SamplingSettings(max_new_tokens=TOKENS, min_new_tokens=TOKENS),
+                               seed=0, packed=False, decode_loop=False)
+            workloads = {f"sample {c.name}": sampling_run(bundle, rows, c) for c in candidates}
+            workloads.update({f"forward {p}": forward_run(bundle, rollout, p)
                               for p in sorted({c.packed_cpu_linears for c in candidates})})
             parts = measure(workloads, rounds=ROUNDS)
     finally:
         policy.train(was_training)
         forget([m for m in policy.modules() if isinstance(m, torch.nn.Linear)])
-    return {c.name: parts[f"sample {c.name}"] + forwards * parts[f"forward {c.packed_cpu_linears}"]
-            for c in candidates}
+    prompt_tokens = rollout.query_ids.shape[1]
+    per_token = {p: parts[f"forward {p}"] * rows / len(sub) / (prompt_tokens + TOKENS)
+                 for p in {c.packed_cpu_linears for c in candidates}}
+    return {c.name: per_token[c.packed_cpu_linears] * (prompt_tokens + forwards * (prompt_tokens + new_tokens))
+            + new_tokens * parts[f"sample {c.name}"] / TOKENS for c in candidates}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,12 +292,15 @@ def _plain(requested: dict) -> dict:
     return {k: plain[k] if v == "auto" else v for k, v in requested.items()}
 
 
-def resolve(config, bundle, prompts: list[str], log: Callable[[str], None] | None = None) -> dict:
+def resolve(config, bundle, prompts: list[str], log: Callable[[str], None] | None = None,
+            forwards: int | None = None) -> dict:
     """The fast paths a run takes and how they were chosen, for the run manifest:
     ``{"chosen": {field: value}, "requested", "how", "host"}``, and when measured or cached
-    ``"times_s"`` (median seconds of each candidate's miniature update), ``"margin"``, ``"key"``
-    and ``"cache_file"``. ``config`` needs the fields of ``SWITCHES``, ``model`` and
-    ``old_logprobs_from``; ``prompts`` are one batch's (their count is the decode step's rows)."""
+    ``"times_s"`` (each candidate's estimated seconds per update, ``measure_candidates``), ``"margin"``, ``"key"``
+    and ``"cache_file"``. ``config`` needs the fields of ``SWITCHES``, ``model``, ``max_new_tokens``
+    and ``old_logprobs_from``; ``prompts`` are one batch's (their count is the decode step's rows).
+    ``forwards``: the no-gradient forwards besides sampling that the choice speeds up; None counts a
+    PPO update's (an evaluation that only samples passes 0)."""
     log = log or _stderr
     requested = {k: getattr(config, k) for k in SWITCHES}
     record, policy = {"requested": requested, "host": host_info()}, bundle.policy
@@ -286,14 +318,16 @@ def resolve(config, bundle, prompts: list[str], log: Callable[[str], None] | Non
     cache, record["cache_file"] = read_cache(path, log), str(path)
     if isinstance(cache.get("pinned"), dict):
         return {**record, "chosen": _pinned(requested, cache["pinned"]), "how": f"pinned in {path}"}
-    forwards = 1 + int(getattr(config, "old_logprobs_from", "forward") == "forward") + int(policy.is_lora)
-    fields = {**key_fields(bundle, config.model, len(prompts), record["host"]), "forwards": forwards}
+    if forwards is None:
+        forwards = 1 + int(getattr(config, "old_logprobs_from", "forward") == "forward") + int(policy.is_lora)
+    fields = {**key_fields(bundle, config.model, len(prompts), record["host"]), "forwards": forwards,
+              "new_tokens": config.max_new_tokens, "estimate": ESTIMATE}
     entry, how = cache["entries"].get(cache_key(fields)), "cached"
     if not _complete(entry, allowed):
-        log(f"measuring which CPU fast paths pay on this machine ({len(candidates)} candidates, once; "
+        log(f"measuring which CPU fast paths pay on this machine ({len(allowed)} candidates, once; "
             f"remembered in {path}) ...")
         start = time.perf_counter()
-        times = measure_candidates(bundle, prompts, candidates, forwards)
+        times = measure_candidates(bundle, prompts, allowed, forwards, new_tokens=config.max_new_tokens)
         entry, how = {"key": fields, "times_s": times, "tokens": TOKENS, "rounds": ROUNDS,
                       "measured_s": round(time.perf_counter() - start, 2),
                       "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, "measured"
@@ -301,7 +335,7 @@ def resolve(config, bundle, prompts: list[str], log: Callable[[str], None] | Non
         write_cache(path, cache, log)
     chosen = choose(entry["times_s"], allowed)
     if how == "measured":
-        log(f"fast paths: {chosen.name} (median s per miniature update: "
+        log(f"fast paths: {chosen.name} (measured in {entry['measured_s']:.0f} s; estimated s per update: "
             + ", ".join(f"{name} {s:.3f}" for name, s in entry["times_s"].items()) + ")")
     return {**record, "chosen": chosen._asdict(), "how": how, "times_s": entry["times_s"], "margin": MARGIN,
             "key": fields}
