@@ -149,6 +149,10 @@ def test_auto_is_measured_once_then_read_from_the_cache(tiny_bundle, cache_file,
     assert fake_measure.calls == 2
     cal.resolve(config(max_new_tokens=9), tiny_bundle, ["Hi"] * 8, log=lambda m: None)  # other lengths too
     assert fake_measure.calls == 3
+    # Another folder of the same shapes (each seed's SFT warm-up) reads the same answer.
+    again = cal.resolve(config(max_new_tokens=9, model="/somewhere/else/model"), tiny_bundle, ["Hi"] * 8,
+                        log=lambda m: None)
+    assert again["how"] == "cached" and fake_measure.calls == 3
 
 
 def test_explicit_values_are_honoured_without_measuring(tiny_bundle, cache_file, fake_measure):
@@ -170,7 +174,7 @@ def test_auto_off_the_cpu_is_the_plain_path(monkeypatch, fake_measure):
 
 def test_the_cache_key_changes_with_the_versions_and_the_machine(tiny_bundle):
     host = cal.host_info()
-    key = lambda **kw: cal.cache_key(cal.key_fields(tiny_bundle, "tiny", 4, **kw))  # noqa: E731
+    key = lambda **kw: cal.cache_key(cal.key_fields(tiny_bundle, 4, **kw))  # noqa: E731
     base = key(host=host, versions={"torch": "2.9.0", "transformers": "5.24.0"})
     assert base == key(host=host, versions={"torch": "2.9.0", "transformers": "5.24.0"})
     assert base != key(host=host, versions={"torch": "2.10.0", "transformers": "5.24.0"})

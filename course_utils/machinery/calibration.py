@@ -114,15 +114,18 @@ def cache_path() -> Path:
     return Path(base) / "course_utils" / "fast_paths.json"
 
 
-def key_fields(bundle, model_name: str, rows: int, host: dict, versions: dict | None = None) -> dict:
-    """What the fastest choice depends on: the CPU, torch and transformers, the model's shapes and
-    adapter, the rows a decode step multiplies and the threads doing it."""
+def key_fields(bundle, rows: int, host: dict, versions: dict | None = None) -> dict:
+    """What the fastest choice depends on: the CPU, torch and transformers, the model's architecture,
+    shapes and adapter, the rows a decode step multiplies and the threads doing it. Not the model's
+    name or folder: each seed's SFT warm-up is another folder of the same shapes, and measuring
+    again for it would cost every run of a benchmark the same seconds for the same answer."""
     versions = versions or package_versions(("torch", "transformers"))
     config = bundle.policy.base_model.config
     shape = {name: getattr(config, name, None) for name in
-             ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size")}
+             ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+              "vocab_size")}
     return {"cpu_model": host["cpu_model"], "flags": host["flags"], "torch": versions.get("torch"),
-            "transformers": versions.get("transformers"), "model": model_name, "shape": shape,
+            "transformers": versions.get("transformers"), "architecture": getattr(config, "model_type", None), "shape": shape,
             "dtype": str(bundle.policy.dtype), "lora": (bundle.manifest or {}).get("lora"), "rows": rows,
             "threads": torch.get_num_threads()}
 
@@ -320,7 +323,7 @@ def resolve(config, bundle, prompts: list[str], log: Callable[[str], None] | Non
         return {**record, "chosen": _pinned(requested, cache["pinned"]), "how": f"pinned in {path}"}
     if forwards is None:
         forwards = 1 + int(getattr(config, "old_logprobs_from", "forward") == "forward") + int(policy.is_lora)
-    fields = {**key_fields(bundle, config.model, len(prompts), record["host"]), "forwards": forwards,
+    fields = {**key_fields(bundle, len(prompts), record["host"]), "forwards": forwards,
               "new_tokens": config.max_new_tokens, "estimate": ESTIMATE}
     entry, how = cache["entries"].get(cache_key(fields)), "cached"
     if not _complete(entry, allowed):
@@ -328,7 +331,7 @@ def resolve(config, bundle, prompts: list[str], log: Callable[[str], None] | Non
             f"remembered in {path}) ...")
         start = time.perf_counter()
         times = measure_candidates(bundle, prompts, allowed, forwards, new_tokens=config.max_new_tokens)
-        entry, how = {"key": fields, "times_s": times, "tokens": TOKENS, "rounds": ROUNDS,
+        entry, how = {"key": fields, "model": str(config.model), "times_s": times, "tokens": TOKENS, "rounds": ROUNDS,
                       "measured_s": round(time.perf_counter() - start, 2),
                       "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, "measured"
         cache["entries"][cache_key(fields)] = entry
