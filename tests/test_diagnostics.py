@@ -272,10 +272,18 @@ def test_plot_reward_vs_heldout_has_both_panels():
     import matplotlib.pyplot as plt
 
     evals = [{"update": 0, "pass_rate": 0.1, "mean_reward": 0.2}, {"update": 3, "pass_rate": 0.1, "mean_reward": 0.4}]
-    fig = dg.plot_reward_vs_heldout(history(), evals)
-    assert len(fig.axes) == 3  # two panels and the length axis twinned on the right one
+    fig = dg.plot_reward_vs_heldout(history(), evals, window=2)
+    assert len(fig.axes) == 3  # no twin axis: KL and length each get a panel and a y axis of their own
     assert [line.get_label() for line in fig.axes[0].lines] == [
         "training score (per update)", "held-out pass rate", "held-out mean reward"]
+    assert [ax.get_title() for ax in fig.axes[1:]] == ["KL to the reference", "response length"]
+    # The thick line is the trailing mean (window 2) of the faint points, by hand; a missing KL is skipped.
+    expected = {"kl_per_sequence": ([0.0, np.nan, 2.5], [0.0, 0.0, 2.5]),
+                "response_length": ([20.0, 12.0, 3.0], [20.0, 16.0, 7.5])}
+    for ax, key in zip(fig.axes[1:], expected):
+        raw, mean = ax.lines
+        np.testing.assert_allclose(raw.get_ydata(), expected[key][0])
+        np.testing.assert_allclose(mean.get_ydata(), expected[key][1])
     plt.close(fig)
 
 

@@ -154,17 +154,22 @@ def plot_log_bundle(history: Sequence[dict], metrics: Sequence[str] = READ_TOGET
     return fig
 
 
-def plot_reward_vs_heldout(history: Sequence[dict], evals: Sequence[dict], stop_update: int | None = None):
-    """Two panels on one update axis (pure: logs in, Figure out).
+def plot_reward_vs_heldout(history: Sequence[dict], evals: Sequence[dict], stop_update: int | None = None,
+                           window: int = 5):
+    """Three panels on one update axis (pure: logs in, Figure out).
 
     Left: the training score (per update) against the held-out pass rate and held-out mean reward
-    (per evaluation). Right: KL to the reference and response length. Read together: a score that
-    climbs while the pass rate stays flat, with KL jumping or length shrinking, is the picture
-    of reward hacking. ``stop_update``: draw where a stop rule would have ended the run.
+    (per evaluation). Middle: KL to the reference. Right: response length. Each per-update curve is
+    drawn faint, with its trailing mean over ``window`` updates on top (one noisy update must not
+    read as a trend). Read together: a score that climbs while the pass rate stays flat, with KL
+    jumping or length shrinking, is the picture of reward hacking. ``stop_update``: draw where a
+    stop rule would have ended the run.
     """
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 3.8))
+    from course_utils.machinery.report import smooth
+
+    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(13, 3.8))
     steps = [h["update"] for h in history]
     left.plot(steps, [h.get("score", np.nan) for h in history], "o-", ms=3, color="tab:blue",
               label="training score (per update)")
@@ -179,21 +184,23 @@ def plot_reward_vs_heldout(history: Sequence[dict], evals: Sequence[dict], stop_
         same = all(math.isclose(r, p, abs_tol=1e-6) for r, p in zip(mean_reward, pass_rate))
         left.plot(e_steps, mean_reward, "s--", color="tab:purple", mfc="none", ms=7, zorder=3,
                   label="held-out mean reward" + (" (= pass rate at every evaluation)" if same else ""))
-    left.set_xlabel("update")
     left.set_title("reward vs held-out pass rate", fontsize=10)
-    left.grid(alpha=0.3)
     left.legend(fontsize=8)
-    right.plot(steps, [h.get("kl_per_sequence", np.nan) for h in history], "o-", ms=3, color="tab:red")
-    right.set_ylabel("KL to reference (nats / response)", color="tab:red")
-    right.set_xlabel("update")
-    right.grid(alpha=0.3)
-    twin = right.twinx()
-    twin.plot(steps, [h.get("response_length", np.nan) for h in history], "^-", ms=3, color="tab:gray")
-    twin.set_ylabel("response length (tokens)", color="tab:gray")
-    right.set_title("KL and response length", fontsize=10)
-    if stop_update is not None:
-        for ax in (left, right):
+    for ax, key, colour, title, unit in (
+            (middle, "kl_per_sequence", "tab:red", "KL to the reference", "nats / response"),
+            (right, "response_length", "tab:gray", "response length", "tokens")):
+        values = [h.get(key, np.nan) for h in history]
+        ax.plot(steps, values, "o", ms=2.5, color=colour, alpha=0.35, label="per update")
+        ax.plot(steps, smooth(values, window), "-", lw=2, color=colour, label=f"mean of the last {window} updates")
+        ax.set(title=title, ylabel=unit)
+        ax.title.set_fontsize(10)
+        ax.legend(fontsize=8)
+    for ax in (left, middle, right):
+        ax.set_xlabel("update")
+        ax.grid(alpha=0.3)
+        if stop_update is not None:
             ax.axvline(stop_update, color="black", ls=":", lw=1.5)
+    if stop_update is not None:
         left.annotate("stop rule fires", (stop_update, 0.02), xycoords=("data", "axes fraction"), fontsize=8,
                       rotation=90, ha="right", va="bottom")
     fig.tight_layout()
