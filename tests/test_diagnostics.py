@@ -455,11 +455,24 @@ def test_two_runs_are_read_from_their_folders_and_drawn_on_shared_axes(tmp_path)
     assert [h["update"] for h in runs["base"][0]] == [1, 2, 3] and runs["beta"][1][-1]["pass_rate"] == pytest.approx(0.55)
     fig = dg.plot_runs(runs)
     pass_panel, score_panel, _ = fig.axes
-    assert [line.get_label() for line in pass_panel.lines] == ["base", "beta"]
-    assert list(pass_panel.lines[1].get_ydata()) == pytest.approx([40.0, 55.0])
+    assert [c.get_label() for c in pass_panel.containers] == ["base", "beta"]
+    assert list(pass_panel.containers[1].lines[0].get_ydata()) == pytest.approx([40.0, 55.0])
+    assert all(line.get_linestyle() == "None" for line in pass_panel.lines)  # points only: nothing joins them
+    assert pass_panel.get_ylim() == (0, 100) and not pass_panel.containers[0].has_yerr  # logs without answers
     assert list(score_panel.lines[0].get_ydata()) == pytest.approx([0.1, 0.2, 0.3])
     with pytest.raises(FileNotFoundError, match="finished run folder"):
         dg.read_run_logs(tmp_path / "nothing")
+
+
+def test_the_pass_rate_panel_has_one_standard_error_whiskers_from_the_prompt_count():
+    # 100 answers at p = 0.4: SE = sqrt(0.4 * 0.6 / 100) = 0.04899, i.e. 4.899 points either side of 40;
+    # 25 answers at p = 0.8: sqrt(0.8 * 0.2 / 25) = 0.08, 8 points either side of 80.
+    evals = [{"update": 0, "pass_rate": 0.4, "answers": ["x"] * 100},
+             {"update": 5, "pass_rate": 0.8, "answers": ["x"] * 25}]
+    fig = dg.plot_runs({"run": ([{"update": 5, "score": 0.5, "kl_per_sequence": 1.0}], evals)})
+    (bars,) = fig.axes[0].containers[0].lines[2]
+    spans = [(seg[0][1], seg[1][1]) for seg in bars.get_segments()]
+    assert spans == [pytest.approx((40 - 4.89898, 40 + 4.89898), abs=1e-4), pytest.approx((72.0, 88.0), abs=1e-6)]
 
 
 def test_the_trust_region_is_summarised_and_drawn_per_run():

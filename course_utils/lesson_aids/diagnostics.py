@@ -365,7 +365,9 @@ def read_run_logs(run_dir) -> tuple[list[dict], list[dict]]:
 
 def plot_runs(runs: dict[str, tuple[Sequence[dict], Sequence[dict]]]):
     """Several runs side by side, one colour each, on three shared panels against the update:
-    held-out pass rate (per evaluation), training score and KL per response (per update).
+    held-out pass rate (per evaluation, on a 0-100 axis, each point with a ±1 standard error
+    whisker from its prompt count, ``len(e["answers"])``; no line joins the points, since nothing
+    was measured between evaluations), training score and KL per response (per update).
     ``runs[label] = (history, evals)``, e.g. from ``read_run_logs``. Pure: logs in, Figure out."""
     from matplotlib.figure import Figure
 
@@ -373,14 +375,21 @@ def plot_runs(runs: dict[str, tuple[Sequence[dict], Sequence[dict]]]):
     panels = fig.subplots(1, 3, sharex=True)
     for i, (label, (history, evals)) in enumerate(runs.items()):
         colour = f"C{i}"
-        panels[0].plot([e["update"] for e in evals], [100 * e["pass_rate"] for e in evals], "o-", color=colour,
-                       ms=3, label=label)
+        rates = [e["pass_rate"] for e in evals]
+        counts = [len(e.get("answers") or ()) for e in evals]  # older logs have no answers: no whiskers
+        errors = [100 * binomial_standard_error(e["pass_rate"], n) if n else math.nan for e, n in zip(evals, counts)]
+        # A small sideways offset per run keeps the whiskers of runs evaluated at the same updates apart.
+        panels[0].errorbar([e["update"] + 0.3 * i for e in evals], [100 * r for r in rates],
+                           yerr=None if all(math.isnan(x) for x in errors) else errors,
+                           fmt="o", ms=4, color=colour, elinewidth=1, label=label)
         steps = [h["update"] for h in history]
         panels[1].plot(steps, [h.get("score", np.nan) for h in history], color=colour, lw=1, label=label)
         panels[2].plot(steps, [h.get("kl_per_sequence", np.nan) for h in history], color=colour, lw=1, label=label)
-    for ax, title in zip(panels, ("held-out pass rate, %", "training score", "KL per response (nats)")):
+    titles = ("held-out pass rate, % (±1 standard error)", "training score", "KL per response (nats)")
+    for ax, title in zip(panels, titles):
         ax.set(xlabel="update", title=title)
         ax.grid(alpha=0.3)
+    panels[0].set_ylim(0, 100)
     panels[0].legend(fontsize=8)
     fig.tight_layout()
     return fig
