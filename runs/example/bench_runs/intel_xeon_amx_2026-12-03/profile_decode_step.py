@@ -17,7 +17,7 @@ cfg = PPOConfig(run_name="prof", output_dir=tempfile.mkdtemp(), seed=0, device="
                 packed_cpu_linears=False, decode_loop=False)
 tr = PPOTrainer(cfg, quiet=True)
 torch.set_num_threads(2)
-bundle = tr.bundle if hasattr(tr, "bundle") else tr.models
+bundle = tr.bundle
 prompts, _ = load_prompts(8)
 combos = {f"packed={p} loop={l}": (p, l) for p in (False, True) for l in (False, True)}
 def run(p, l, n):
