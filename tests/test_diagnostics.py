@@ -268,7 +268,7 @@ def test_constant_metrics_are_the_rows_whose_min_is_their_max():
     assert dg.constant_metrics(dg.log_bundle_summary([{"score": float("nan")}])) == {}
 
 
-def test_plot_reward_vs_heldout_has_both_panels():
+def test_plot_reward_vs_heldout_has_three_panels():
     import matplotlib.pyplot as plt
 
     evals = [{"update": 0, "pass_rate": 0.1, "mean_reward": 0.2}, {"update": 3, "pass_rate": 0.1, "mean_reward": 0.4}]
