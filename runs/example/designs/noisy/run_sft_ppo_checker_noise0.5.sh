@@ -2,6 +2,6 @@
 # Design (f), noisy teacher at 0.5 (habit style): the 200-demo warm-up on noisy demos (100 of them a labeler's habitual mistake), then PPO on the checker (cpu_sft preset), 15 training minutes in all, seeds 0, 1 and 2.
 cd <snapshot>
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false TRL_EXPERIMENTAL_SILENCE=1
-echo "commit ac305b9"; date; lscpu | grep -E "Model name"; grep -o -w -E "avx2|avx512f|avx512_bf16|avx512_vnni|amx_bf16|fma" /proc/cpuinfo | sort -u | tr '\n' ' '; echo
+echo "commit 1e13c21"; date; lscpu | grep -E "Model name"; grep -o -w -E "avx2|avx512f|avx512_bf16|avx512_vnni|amx_bf16|fma" /proc/cpuinfo | sort -u | tr '\n' ' '; echo
 /work/main/.venv/bin/python -m course_utils bench-learning --config configs/cpu_sft.yaml --sft --demo-noise 0.5 --demo-noise-style habit --seeds 0 1 2 --minutes 15 --parallel 1 --out <snapshot>/out/sft_ppo_checker_noise0.5.json
 date
