@@ -58,11 +58,12 @@ def ppo_cycle_figure() -> Figure:
     _arrow(ax, (0.66, 0.79), (0.7, 0.56), "mask", offset=(-0.03, 0.0))
     _arrow(ax, (0.47, 0.79), (0.63, 0.56), "log π_old [B, T]", offset=(0.01, 0.03))
     _arrow(ax, (0.39, 0.79), (0.66, 0.21), "V [B, T]: to GAE only,\nnot to the shaping", offset=(-0.02, -0.2))
-    _arrow(ax, (0.5, 0.5), (0.62, 0.5), "log π_ref [B, T]", offset=(0.012, 0.01))
+    _arrow(ax, (0.5, 0.5), (0.62, 0.5), "log π_ref [B, T]", offset=(0.0, 0.012))
     _arrow(ax, (0.74, 0.44), (0.74, 0.21), "r [B, T]", offset=(0.04, 0.0))
     _arrow(ax, (0.62, 0.15), (0.5, 0.15), "A, R [B, T]", offset=(0.0, 0.04))
     _arrow(ax, (0.2, 0.22), (0.3, 0.79), curve=-0.3)
-    ax.text(0.02, 0.5, "new LoRA and\nvalue-head weights:\nthe next update's π_old", ha="left", va="center",
+    # the return arrow bows left to about x = 0.2 at mid-height: its label sits just outside the bow
+    ax.text(0.185, 0.5, "new LoRA and\nvalue-head weights:\nthe next update's π_old", ha="right", va="center",
             fontsize=6.5, color="#1f2937")
     ax.set_title("One PPO update: who sends what to whom (B responses, T response positions)", fontsize=10)
     return fig
