@@ -50,6 +50,9 @@ def test_coverage_points_and_their_verdicts():
     # At 0% no demonstration exists: the "SFT" there is the untrained instruct model, and it is named so.
     assert verdicts[0].startswith(f"0% of the families with demonstrations — {capstone.NO_SFT_NAME} ")
     assert " — SFT " in verdicts[2] and capstone.NO_SFT_NAME not in verdicts[2]
+    # ... the difference there is against no training, and its single run shows no standard error
+    assert "PPO − no training = +11.0" in verdicts[0] and "instruct model 5 (one run)," in verdicts[0]
+    assert "PPO − SFT = " in verdicts[2] and "74.3 ± 0.9" in verdicts[2]
     uncovered = capstone.demo_coverage_points(measurements(True), measure="uncovered")
     assert [p["coverage"] for p in uncovered] == [0, 80]
     assert "winner: PPO" in capstone.verdict(uncovered[1])

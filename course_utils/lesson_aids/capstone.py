@@ -148,13 +148,17 @@ def verdict(point: Mapping) -> str:
     """Which arm wins at one measured point, read with its paired standard error when the seeds
     pair (the same count), or the two standard errors otherwise: a sentence (two where the point
     also has filtered SFT)."""
-    sft, sft_se = mean_se(point["sft"])
-    ppo, ppo_se = mean_se(point["ppo"])
+    def shown(values):  # a single run has no standard error: say so rather than print "± 0.0"
+        mean, se = mean_se(values)
+        return f"{mean:.1f} ± {se:.1f}" if len(values) > 1 else f"{mean:.0f} (one run)"
+
+    # at 0% the "SFT" arm is the untrained instruct model: the difference is PPO against no training
+    other = "no training" if "sft_name" in point else "SFT"
     diff, se, how, winner = compare(point["ppo"], point["sft"])
+    winner = other if winner == "SFT" else winner
     text = (f"{point['coverage']}% of the families with demonstrations — {point.get('sft_name', 'SFT')} "
-            f"{sft:.1f} ± {sft_se:.1f}, "
-            f"PPO {ppo:.1f} ± {ppo_se:.1f}: PPO − SFT = {diff:+.1f} ± {se:.1f} ({how}); winner: {winner} "
-            f"(measured on {point['measured_on']}).")
+            f"{shown(point['sft'])}, PPO {shown(point['ppo'])}: PPO − {other} = {diff:+.1f} ± {se:.1f} ({how}); "
+            f"winner: {winner} (measured on {point['measured_on']}).")
     if "sft_filtered" in point:
         filtered, filtered_se = mean_se(point["sft_filtered"])
         diff, se, how, winner = compare(point["ppo"], point["sft_filtered"])
