@@ -12,6 +12,8 @@ export TOKENIZERS_PARALLELISM := false
 # --overwrite or --resume, so `make ppo` run again starts over (as before); continue an
 # interrupted one with `make ppo RUN_ARGS=--resume`.
 RUN_ARGS ?= --overwrite
+# Passed to `make bench` (e.g. BENCH_ARGS="--only ours", BENCH_ARGS="--sampling-dtype bfloat16").
+BENCH_ARGS ?=
 
 .PHONY: setup lab site test test-unit test-notebooks sft ppo-sft rlhf ppo ppo-instruct bench bench-learning figures data model clean-notebooks clean-venv
 
@@ -66,7 +68,7 @@ ppo-instruct: $(STAMP)  ## the comparison: PPO from the instruct model, no warm-
 	$(PY) -m course_utils ppo --config configs/cpu.yaml $(RUN_ARGS)
 
 bench: $(STAMP)  ## speed and memory, ours vs TRL, written as JSON
-	$(PY) -m course_utils bench --out runs/bench.json
+	$(PY) -m course_utils bench --out runs/bench.json $(BENCH_ARGS)
 
 bench-learning: $(STAMP)  ## does the pipeline learn? warm-up + PPO, 3 seeds x 15 training minutes (warm-up inside) one after another, JSON + figure (about 60 min on 2 cores)
 	$(PY) -m course_utils bench-learning --config configs/cpu_sft.yaml --sft --seeds 0 1 2 --minutes 15 --parallel 1 --out runs/learning.json
