@@ -15,7 +15,7 @@ RUN_ARGS ?= --overwrite
 # Passed to `make bench` (e.g. BENCH_ARGS="--only ours", BENCH_ARGS="--sampling-dtype bfloat16").
 BENCH_ARGS ?=
 
-.PHONY: setup lab site test test-unit test-notebooks sft ppo-sft rlhf ppo ppo-instruct bench bench-learning figures data model clean-notebooks clean-venv
+.PHONY: setup lab site test test-unit test-notebooks lessons sft ppo-sft rlhf ppo ppo-instruct bench bench-learning figures data model clean-notebooks clean-venv
 
 setup: $(STAMP)  ## create .venv, install the pinned packages and provision the model
 
@@ -47,6 +47,12 @@ test-unit: $(STAMP)
 # spends seconds timing the CPU and the outputs do not depend on which fast path a stopwatch picked.
 test-notebooks: $(STAMP)
 	COURSE_FAST=1 COURSE_CALIBRATION_FILE=$(CURDIR)/tests/data/fast_paths_pinned.json $(PY) -m pytest -q --nbval-lax --sanitize-with tests/nbval_sanitize.cfg notebooks
+
+# Every lesson run headless in order into build/lessons/, with build/lessons/report.md; nothing committed
+# is written. LESSONS_ARGS: e.g. "--fast" (the long runs shortened), "--resume", "--lang all".
+LESSONS_ARGS ?=
+lessons: $(STAMP)  ## the instructor's check: run every lesson headless and write a report (build/lessons/report.md)
+	$(PY) -m course_utils lessons $(LESSONS_ARGS)
 
 sft: $(STAMP)  ## the SFT warm-up (200 train-split demonstrations, LoRA folded in), model in runs/sft-cpu/model (replaced if there)
 	$(PY) -m course_utils sft --overwrite

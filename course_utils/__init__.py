@@ -41,7 +41,8 @@ Machinery (``machinery/``): what engineers read
     calibration (which of those CPU fast paths pay on this machine: measured once, cached),
     notebook_clean (no execution timestamps in committed notebooks),
     translations (the Korean lessons: translations files merged into the English notebooks, drift check),
-    site (the course site: static pages from the executed notebooks, offline, and the Colab setup cell)
+    site (the course site: static pages from the executed notebooks, offline, and the Colab setup cell),
+    lesson_runner (every lesson run headless in order, with a report: the instructor's check)
 
 Formula index (formula -> function)
 -----------------------------------

@@ -92,6 +92,12 @@ def cmd_site(argv: list[str]) -> None:
     site.main(argv)
 
 
+def cmd_lessons(argv: list[str]) -> None:
+    from course_utils.machinery import lesson_runner
+
+    lesson_runner.main(argv)
+
+
 def cmd_figures(argv: list[str]) -> None:
     from course_utils.lesson_aids import figures
 
@@ -137,6 +143,8 @@ COMMANDS = {
     "translate": ("the Korean lessons: merge notebooks/translations/ko/*.yaml into notebooks/ko/ (--check: drift, for CI)",
                   cmd_translate),
     "site": ("build the course site from the executed notebooks into build/site/ (offline, no re-run)", cmd_site),
+    "lessons": ("run every lesson headless, in order, into build/lessons/ with a report (the instructor's check)",
+                cmd_lessons),
     "figures": ("regenerate figures/", cmd_figures),
     "glossary": ("print the English-Korean glossary (--readme: rewrite README's table)", cmd_glossary),
     "clean-notebooks": ("strip execution timestamps from notebooks/ (--check: only report, for CI)",
