@@ -144,7 +144,7 @@ def test_retention_plot_puts_each_seed_at_its_gain_and_change_with_ppos_path_and
     half = [line for line in ax.lines if line.get_linestyle() == "--"]
     assert len(half) == 1 and np.allclose(half[0].get_ydata(), -11.0)  # half of SFT's mean loss of 22 points
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert any(label.endswith("+42 / -22") for label in labels) and any(label.endswith("+33 / -2") for label in labels)
+    assert any(label.endswith("gain +42, change -22") for label in labels) and any(label.endswith("gain +33, change -2") for label in labels)
 
 
 def test_the_chance_pass_at_k():
