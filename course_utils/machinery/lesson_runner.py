@@ -90,7 +90,8 @@ def failure(error: BaseException, nb: dict, index: int | None) -> dict:
 
 def run_lesson(path: Path, out: Path, timeout: int, env: dict) -> dict:
     """Execute one lesson into ``out`` and return its report entry (never raises for the lesson's own
-    errors: a failing cell is the finding; Ctrl-C is recorded, the partial copy saved, and re-raised)."""
+    errors: a failing cell is the finding; on Ctrl-C the partial copy is saved and the interrupt goes on
+    to ``run``, which records it)."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError
@@ -109,10 +110,7 @@ def run_lesson(path: Path, out: Path, timeout: int, env: dict) -> dict:
              "source_sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "status": "ok"}
     start = time.perf_counter()
     try:
-        client.execute(env=env)
-    except KeyboardInterrupt:
-        entry.update(status="interrupted", error=failure(KeyboardInterrupt("Ctrl-C"), nb, current["index"]))
-        raise
+        client.execute(env=env)  # Ctrl-C propagates; the finally block still saves the partial copy
     except CellTimeoutError as error:
         entry.update(status="timed out", error=failure(error, nb, current["index"]))
     except Exception as error:  # a lesson's own error, a dead kernel: recorded, the next lesson still runs
