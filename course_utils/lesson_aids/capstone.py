@@ -311,9 +311,9 @@ def plot_noise_crossover(levels: Mapping[str, Mapping[float, Sequence[float]]], 
     return fig
 
 
-RETENTION_ARM_LABELS = {
-    "sft_continue_retention": "warm-up + SFT on the trained families",
+RETENTION_ARM_LABELS = {  # in the order lesson 11 introduces the arms
     "sft_ppo_checker_retention": "warm-up + PPO (checker) on the trained families",
+    "sft_continue_retention": "warm-up + SFT on the trained families",
 }
 
 
