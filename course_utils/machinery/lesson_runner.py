@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from course_utils.machinery.paths import NOTEBOOKS_DIR, REPO_ROOT
+from course_utils.machinery.site import notebook_title
 
 DEFAULT_OUT = REPO_ROOT / "build" / "lessons"
 LANGUAGES = ("en", "ko", "all")
@@ -55,15 +56,6 @@ def lesson_paths(names: list[str] | None = None, lang: str = "en", folder: Path 
 def lesson_key(path: Path) -> str:
     """``week03_advantage`` or ``ko/week03_advantage``: the name in the report and under the output folder."""
     return f"ko/{path.stem}" if path.parent.name == "ko" else path.stem
-
-
-def notebook_title(nb: dict) -> str:
-    for cell in nb["cells"]:
-        if cell["cell_type"] == "markdown":
-            for line in "".join(cell["source"]).splitlines():
-                if line.startswith("# "):
-                    return line[2:].strip()
-    return ""
 
 
 def outputs_summary(nb: dict) -> dict:
