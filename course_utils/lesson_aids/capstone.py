@@ -282,6 +282,22 @@ def noise_levels(design: Mapping, held_out: str = "test",
     return {kind: dict(sorted(rates.items())) for kind, rates in out.items()}
 
 
+def noise_crossing(levels: Mapping[str, Mapping[float, Sequence[float]]], rising: str = "sft_ppo_checker",
+                   falling: str = "sft_full") -> tuple[float, float, float] | None:
+    """Where the mean of arm kind ``rising`` first reaches the mean of ``falling`` as the noise grows,
+    from ``noise_levels``' output: over the rates both kinds were measured at, d(r) = mean(rising) −
+    mean(falling); at the first pair of neighbouring rates r0 < r1 with d(r0) < 0 ≤ d(r1), a straight
+    line between them crosses zero at r0 + (r1 − r0) · (−d(r0)) / (d(r1) − d(r0)). Returns
+    ``(r0, r1, that rate)``, or None if ``rising`` never catches up (or leads from the lowest rate).
+    Nothing was measured between r0 and r1: the straight line is a guide, the bracket is the finding."""
+    shared = sorted(set(levels.get(rising, {})) & set(levels.get(falling, {})))
+    gap = {r: float(np.mean(levels[rising][r]) - np.mean(levels[falling][r])) for r in shared}
+    for r0, r1 in zip(shared, shared[1:]):
+        if gap[r0] < 0 <= gap[r1]:
+            return r0, r1, r0 + (r1 - r0) * -gap[r0] / (gap[r1] - gap[r0])
+    return None
+
+
 def plot_noise_crossover(levels: Mapping[str, Mapping[float, Sequence[float]]], held_out: str = "test") -> Figure:
     """Each arm of design (f) against the share of noisy demonstrations: mean ± standard error per
     measured rate (dots: seeds), dotted lines joining the rates of one arm. Where PPO's line crosses
