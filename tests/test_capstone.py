@@ -170,7 +170,7 @@ def test_noise_crossing_brackets_the_first_level_where_the_rising_arm_catches_up
     levels = {"sft_ppo_checker": {0.0: [55], 0.25: [50, 52], 0.5: [48], 0.75: [49]},
               "sft_full": {0.0: [75], 0.25: [61], 0.5: [43], 0.75: [22]}}
     r0, r1, at = capstone.noise_crossing(levels)
-    # gaps -20, -10, +5, +27: the first sign change is between 0.25 and 0.5, a third of the way from 0.5
+    # gaps -20, -10, +5, +27: the first sign change is between 0.25 and 0.5, two thirds of the way from 0.25
     assert (r0, r1) == (0.25, 0.5)
     assert at == pytest.approx(0.25 + 0.25 * 10 / 15)
     # a rate only one arm has is skipped; an arm that never catches up, or leads from the start, has no crossing
