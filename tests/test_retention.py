@@ -259,6 +259,13 @@ def test_assemble_writes_design_h_per_seed_and_ppo_minus_sft_paired_by_seed(tmp_
         assemble.add_retention_arm(report, "sft_continue", bench_json(tmp_path, "ppo", -10.0, 0.5))
 
 
+def test_assemble_draws_the_designs_figures_from_the_committed_report(tmp_path):
+    paths = load_assemble_designs().draw_figures(tmp_path)
+    assert sorted(p.name for p in paths) == ["noise_crossover.png", "retention.png"]
+    for path in paths:  # a PNG, not an empty file
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
+
+
 def test_the_trained_families_are_the_reachable_ones_with_the_most_room():
     greedy = {"a": 0.1, "b": 0.5, "c": 1.0, "d": 0.0, "e": 0.5, "f": 0.3, "g": 0.6}
     pass_at_k = {"a": 0.9, "b": 0.7, "c": 1.0, "d": 0.2, "e": 1.0, "f": 0.9, "g": 0.6}

@@ -53,6 +53,10 @@ measures per seed every family's test pass rate and KL(pi_start || pi) from the 
 Arms land under designs.h_retention.arms["<kind>_retention"][set] (per seed): test_trained, test_others,
 test (percent, after), start_test_trained/start_test_others (the warm-up), gain_trained/change_others
 (points), kl_trained/kl_others (nats per answer); with both arms, ppo_minus_sft_paired (by seed).
+
+The figures of designs (f) and (h) (lesson 11 draws the same ones) are redrawn from the report with
+
+    python runs/example/designs/assemble_designs.py --figures
 """
 
 from __future__ import annotations
@@ -322,6 +326,21 @@ def at_equal_gain(ppo: dict, sft_arm: dict) -> dict:
     return out
 
 
+def draw_figures(out_dir: Path = HERE) -> list[Path]:
+    """Design (f)'s crossover and design (h)'s retention figures, drawn from the committed runs by the
+    functions lesson 11 calls (sections 4 and 5), saved beside this script for the README and the issue."""
+    from course_utils.lesson_aids import capstone
+
+    measured = capstone.load_measurements(HERE.parent)
+    designs = measured["designs"]
+    figures = {"noise_crossover.png": capstone.plot_noise_crossover(
+                   capstone.noise_levels(designs["f_noisy_teacher"], clean_arms=measured["pipeline"]["arms"])),
+               "retention.png": capstone.plot_retention(designs["h_retention"])}
+    for name, figure in figures.items():
+        figure.savefig(out_dir / name, dpi=90, bbox_inches="tight")
+    return [out_dir / name for name in figures]
+
+
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--nodemo-ppo", type=Path)
@@ -333,8 +352,14 @@ def main(argv=None) -> dict:
                    help=f"add one arm of design (h); KIND is one of {', '.join(RETENTION_KINDS)}")
     p.add_argument("--add-seeds", action="store_true",
                    help="with --noisy-arm: add this run's seeds to the arm already in the report (else it is replaced)")
+    p.add_argument("--figures", action="store_true",
+                   help="only draw noise_crossover.png and retention.png from the committed report")
     args = p.parse_args(argv)
     report = json.loads(OUT.read_text()) if OUT.is_file() else {"designs": {}}
+    if args.figures:
+        for path in draw_figures():
+            print(f"wrote {path}")
+        return report
     if args.retention_arm:
         kind, bench_json = args.retention_arm
         if kind not in RETENTION_KINDS:
