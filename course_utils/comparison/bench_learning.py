@@ -275,7 +275,7 @@ def summary_text(report: dict) -> str:
     for r in report["seeds"]:
         lines.append(f"  seed {r['seed']}: {r['pass_before']:.0%} -> {r['pass_after']:.0%} "
                      f"({r['gain_points']:+.0f} pts) in {r['updates']} updates, {r['training_minutes']:.1f} min")
-    lines.append(f"gain: {s['gain_points_mean']:+.1f} ± {s['gain_points_std']:.1f} points "
+    lines.append(f"gain: {s['gain_points_mean']:+.1f} points, standard deviation {s['gain_points_std']:.1f} over seeds "
                  f"(target +{s['target_gain_points']:.0f}: {'met' if s['target_met'] else 'NOT met'})")
     for task, t in s["per_task"].items():
         verdicts = ", ".join(f"{k} x{v}" for k, v in t["verdicts"].items())
