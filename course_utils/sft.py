@@ -18,6 +18,7 @@ starts with supervised fine-tuning on demonstrations, sized as a warm-up that le
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import random
 import shutil
@@ -67,6 +68,12 @@ class SFTConfig:
     ``max_train_minutes``."""
     resample_every: int = 25
     """SFT steps between two rounds of self-sampling (with ``self_samples`` > 0)."""
+    init_pool: str = ""
+    """A ``pool.jsonl`` that an earlier filtered-SFT run saved: continue that run's data instead of
+    building it anew. Its demonstrations and accepted self-samples are the data from the first
+    step, its self-sampled answers count as already kept, and self-sampling works on the same
+    prompts (those without a demonstration in the pool). Lesson 11's "filtered SFT continued"
+    arm. Empty: the demonstrations of ``demos``, ``demo_noise`` and ``demo_filter``."""
     epochs: int = 1
     """Passes over the demonstrations (an upper bound when ``max_train_minutes`` is set)."""
     max_train_minutes: float = 0.0
@@ -83,6 +90,14 @@ class SFTConfig:
     eval_every: int = 0
     """Also evaluate (greedy, ``eval_split``, per family) every this many SFT steps, for a learning
     curve in metrics.json's ``curve``; its time is not counted as training time. 0: before and after only."""
+    eval_at_minutes: list = field(default_factory=list)
+    """Also evaluate greedily on ``eval_split`` and its unseen phrasings (per family) at the first step
+    after each of these training minutes, into metrics.json's ``checkpoints`` (lesson 11's learning
+    curves over a budget; not training time). Empty: none."""
+    save_adapter: bool = False
+    """Also save the LoRA matrices, unmerged and float32, in ``adapter/`` (about 20 MB for the default
+    model, against 540 MB for ``model/``): with the base model they rebuild ``model/``
+    (``merged_from_adapter``) where the merged folder cannot be kept."""
     eval_split: str = "test"
     """Held-out split for the pass rate before and after (the same one PPO reports on)."""
     eval_prompts: int = 100
@@ -116,7 +131,11 @@ class SFTConfig:
              f"demo_noise_style must be habit or mixed, got {self.demo_noise_style!r}"),
             (self.self_samples >= 0, f"self_samples must be >= 0 (0 = no self-sampling), got {self.self_samples}"),
             (self.resample_every >= 1, f"resample_every must be >= 1 SFT step, got {self.resample_every}"),
+            (not self.init_pool or Path(self.init_pool).is_file(),
+             f"init_pool {self.init_pool!r} is not a file: give the pool.jsonl of an earlier filtered-SFT run"),
             (self.eval_every >= 0, f"eval_every must be >= 0 SFT steps (0 = before and after only), got {self.eval_every}"),
+            (all(isinstance(m, (int, float)) and m > 0 for m in self.eval_at_minutes),
+             f"eval_at_minutes must hold training minutes > 0, got {self.eval_at_minutes}"),
             (self.eval_split != "train", "eval_split must be a held-out split (validation or test), not train"),
             (self.eval_split in (*tasks.SPLITS, tasks.UNSEEN_SPLIT),
              f"eval_split must be one of {[*tasks.SPLITS, tasks.UNSEEN_SPLIT]}, got {self.eval_split!r}"),
@@ -165,6 +184,35 @@ def teacher_demonstrations(config: SFTConfig) -> list[tasks.Prompt]:
     if not demos:
         raise ValueError("no demonstration is left after the filter: lower demo_noise or drop demo_filter")
     return demos
+
+
+POOL_FILE = "pool.jsonl"
+"""Where ``train_sft`` saves its data (the demonstrations and accepted self-samples), in the run folder."""
+
+
+def read_pool(path: str | Path) -> tuple[list[tasks.Prompt], list[tasks.Prompt]]:
+    """``(demonstrations, self_samples)`` of a ``pool.jsonl``, each in the file's order."""
+    path = Path(path)
+    records = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                records.append(tasks.Prompt.from_dict(json.loads(line)))
+            except (ValueError, TypeError, KeyError, AttributeError) as error:
+                raise ValueError(f"{path}, line {number}: not a pool record ({error}); give the pool.jsonl "
+                                 "that a filtered-SFT run saved") from None
+    demos = [r for r in records if not r.meta.get("self_sample")]
+    if not demos:
+        raise ValueError(f"{path} holds no demonstration: give the pool.jsonl that a filtered-SFT run saved")
+    return demos, [r for r in records if r.meta.get("self_sample")]
+
+
+def kept_answers(self_samples: list) -> dict[str, set[str]]:
+    """The answers already kept per prompt id, as ``passing_self_samples`` tracks them."""
+    kept: dict[str, set[str]] = {}
+    for record in self_samples:
+        kept.setdefault(record.id, set()).add(record.target)
+    return kept
 
 
 def prompts_without_demonstration(demos: list) -> list[tasks.Prompt]:
@@ -302,7 +350,8 @@ def train_sft(config: SFTConfig, progress: bool = True) -> dict:
     threads = set_threads(config.threads or None)
     seed_everything(config.seed)
     device = pick_device(config.device)
-    demos = teacher_demonstrations(config)  # the data and the output folder are checked before the model loads
+    # The data and the output folder are checked before the model loads.
+    demos, earlier = read_pool(config.init_pool) if config.init_pool else (teacher_demonstrations(config), [])
     safe_files.check_writable(config.run_dir, "choose another --output-dir")
     safe_files.check_free_space(config.run_dir, weights_bytes(config.model), "the SFT model",
                                 "free some space or choose another --output-dir")
@@ -316,7 +365,7 @@ def train_sft(config: SFTConfig, progress: bool = True) -> dict:
     before = {name: pass_rates(bundle, records, config.max_new_tokens, **eval_switches(config))
               for name, records in held_out.items()}
 
-    run = sft_steps(bundle, demos, config, eos_id, device, held_out[config.eval_split], progress)
+    run = sft_steps(bundle, demos, config, eos_id, device, held_out[config.eval_split], progress, earlier)
     after = {name: pass_rates(bundle, records, config.max_new_tokens, **eval_switches(config))
              for name, records in held_out.items()}
     losses = run["loss"]
@@ -331,7 +380,15 @@ def train_sft(config: SFTConfig, progress: bool = True) -> dict:
         metrics["demos_dropped_by_filter"] = config.demos - len(demos)
     if config.self_samples:
         metrics["self_sample_rounds"] = run["rounds"]
+    if config.init_pool:
+        metrics["init_pool"] = {"demos": len(demos), "self_samples": len(earlier)}
+    metrics["pool"] = len(run["data"])
+    if config.eval_at_minutes:
+        metrics["checkpoints"] = run["checkpoints"]
+    if config.save_adapter:
+        save_adapter(bundle, config.run_dir / ADAPTER_DIR)
     save_merged(bundle, config.run_dir / "model")
+    safe_files.write_jsonl(config.run_dir / POOL_FILE, [r.to_dict() for r in run["data"]])
     try:
         report.write_sft_report(config.run_dir, metrics)
     except KeyboardInterrupt:  # the new model is in place: say so, not "as it was"
@@ -341,18 +398,21 @@ def train_sft(config: SFTConfig, progress: bool = True) -> dict:
     return metrics
 
 
-def sft_steps(bundle, demos: list, config: SFTConfig, eos_id: int, device, held_out: list, progress: bool) -> dict:
-    """The SFT loop: batches of ``demos`` (growing with self-sampling) until ``epochs`` or the
-    budget. Returns ``loss`` (per step), ``seconds`` (training time: the steps and self-sampling,
-    not the curve's evaluations), ``rounds`` (self-sampling) and ``curve`` (with ``eval_every``:
-    per-family greedy pass rates on ``held_out`` every ``eval_every`` steps)."""
+def sft_steps(bundle, demos: list, config: SFTConfig, eos_id: int, device, held_out: list, progress: bool,
+              earlier: list = ()) -> dict:
+    """The SFT loop: batches of ``demos`` and ``earlier`` self-samples (growing with self-sampling)
+    until ``epochs`` or the budget. Returns ``loss`` (per step), ``seconds`` (training time: the steps
+    and self-sampling, not the curve's evaluations), ``rounds`` (self-sampling), ``curve`` (with
+    ``eval_every``: per-family greedy pass rates on ``held_out`` every ``eval_every`` steps) and
+    ``data`` (the records trained on, the pool that ``pool.jsonl`` saves)."""
     policy, tokenizer = bundle.policy, bundle.tokenizer
-    data = list(demos)  # grows with self-sampling
+    data = [*demos, *earlier]  # grows with self-sampling
     untaught = prompts_without_demonstration(demos) if config.self_samples else []
-    kept: dict[str, set[str]] = {}
+    kept = kept_answers(earlier)
     rounds, curve = [], []
     lora_params = [p for n, p in policy.lm.named_parameters() if p.requires_grad]
     optimizer = torch.optim.Adam(lora_params, lr=config.learning_rate)
+    marks, checkpoints = sorted(config.eval_at_minutes), []
     losses, start = [], time.perf_counter()
     steps = config.epochs * -(-len(demos) // config.batch_size)
     policy.train()
@@ -380,7 +440,22 @@ def sft_steps(bundle, demos: list, config: SFTConfig, eos_id: int, device, held_
                                                        **eval_switches(config))["per_family"]})
                 start += time.perf_counter() - paused
                 policy.train()
-    return {"loss": losses, "seconds": time.perf_counter() - start, "rounds": rounds, "curve": curve}
+            while marks and time.perf_counter() - start >= marks[0] * 60:
+                paused = time.perf_counter()
+                checkpoints.append({"minutes": marks.pop(0), "step": len(losses), "train_seconds": paused - start,
+                                    **held_out_pass_rates(bundle, config)})
+                start += time.perf_counter() - paused
+                policy.train()
+    return {"loss": losses, "seconds": time.perf_counter() - start, "rounds": rounds, "curve": curve, "data": data,
+            "checkpoints": checkpoints}
+
+
+def held_out_pass_rates(bundle, config: SFTConfig) -> dict:
+    """Greedy pass rates, overall and per family, on ``eval_split`` and on its unseen phrasings."""
+    bundle.policy.eval()
+    return {name: {k: v for k, v in pass_rates(bundle, held_out_records(config, name), config.max_new_tokens,
+                                               **eval_switches(config)).items() if k != "answers"}
+            for name in (config.eval_split, tasks.UNSEEN_SPLIT)}
 
 
 def self_sample_round(bundle, untaught: list, data: list, kept: dict, config: SFTConfig, step: int) -> dict:
@@ -420,6 +495,36 @@ def warm_start(config: SFTConfig, progress: bool = True) -> Path:
         print(f"Found {found} in {folder}: training the warm-up first ({config.demos} demonstrations).")
         train_sft(config, progress=progress)
     return folder
+
+
+ADAPTER_DIR = "adapter"
+"""Where ``save_adapter`` puts the unmerged LoRA matrices, in the run folder."""
+
+
+def save_adapter(bundle, folder: Path) -> Path:
+    """The LoRA matrices alone (peft's adapter folder, float32), written beside and renamed into place."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.partial-", dir=folder.parent))
+    tmp.chmod(0o755)
+    try:
+        bundle.policy.lm.save_pretrained(tmp)
+        safe_files.replace_folder(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+def merged_from_adapter(base: str, adapter: Path, folder: Path) -> Path:
+    """Rebuild a saved SFT model folder from the base model and the run's ``adapter/``: the adapter's
+    LoRA matrices folded into ``base``'s weights (W + (alpha / r) B A) and saved as ``save_merged`` does."""
+    import peft
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source = hub.resolve_model(base)
+    lm = peft.PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32),
+                                        str(adapter))
+    bundle = SimpleNamespace(policy=SimpleNamespace(lm=lm), tokenizer=AutoTokenizer.from_pretrained(source))
+    return save_merged(bundle, folder)
 
 
 def save_merged(bundle, folder: Path) -> Path:

@@ -244,3 +244,69 @@ def test_sft_continues_from_a_saved_model_on_the_demonstrations_of_chosen_famili
     assert [p["step"] for p in more["curve"]] == [1, 2] and "curve" not in warm
     assert more["curve"][-1]["per_family"] == more["after"]["test"]["per_family"]
     assert 0 < more["curve"][0]["train_seconds"] <= more["curve"][1]["train_seconds"] <= more["train_seconds"]
+
+
+def test_filtered_sft_saves_its_pool_and_a_later_run_continues_it(tmp_path, monkeypatch):
+    """Lesson 11's design 1, arm A: ``init_pool`` continues a filtered-SFT run's data (its demos and
+    accepted self-samples from the first step, its kept answers not accepted twice, the same prompts
+    sampled), instead of rebuilding it from the demonstrations."""
+    calls = []
+
+    def fake_round(bundle, records, samples, max_new_tokens, seed, kept):
+        calls.append(({r.id for r in records}, {k: set(v) for k, v in kept.items()}))
+        pick = records[0]
+        if pick.target in kept.get(pick.id, ()):
+            return []
+        kept.setdefault(pick.id, set()).add(pick.target)
+        return [tasks.Prompt(pick.id, pick.family, pick.split, pick.prompt, pick.target,
+                             {**pick.meta, "self_sample": True})]
+
+    monkeypatch.setattr(sft, "passing_self_samples", fake_round)
+    common = dict(model=hub.TINY_MODEL, demos=8, epochs=2, batch_size=4, eval_prompts=10, max_new_tokens=2,
+                  output_dir=str(tmp_path), threads=2, lora_rank=4, lora_alpha=8, demo_noise=0.5, demo_filter=True,
+                  self_samples=2, resample_every=2)
+    first = sft.train_sft(sft.SFTConfig(run_name="start", **common), progress=False)
+    pool_file = tmp_path / "start" / sft.POOL_FILE
+    demos, accepted = sft.read_pool(pool_file)
+    assert len(demos) == first["demos"] < 8 and len(accepted) == 1 and first["pool"] == len(demos) + 1
+    assert accepted[0].meta["self_sample"] and all(not r.meta.get("self_sample") for r in demos)
+    start_prompts = calls[0][0]
+    calls.clear()
+    more = sft.train_sft(sft.SFTConfig(run_name="more", init_pool=str(pool_file),
+                                       **{**common, "model": str(tmp_path / "start" / "model")}), progress=False)
+    assert more["init_pool"] == {"demos": len(demos), "self_samples": 1} and more["demos"] == len(demos)
+    assert calls[0][0] == start_prompts  # the same prompts sampled as the start's
+    assert calls[0][1] == {accepted[0].id: {accepted[0].target}}  # its kept answer counts as kept
+    assert more["pool"] == len(demos) + 1  # so it is not accepted twice
+    assert more["steps"] == 2 * -(-(len(demos) + 1) // 4)  # the accepted sample is data from the first pass
+
+
+def test_a_pool_that_is_not_one_is_refused_in_one_line(tmp_path):
+    bad = tmp_path / "pool.jsonl"
+    bad.write_text('{"id": "x"}\n')
+    with pytest.raises(ValueError, match="line 1: not a pool record"):
+        sft.read_pool(bad)
+    with pytest.raises(ValueError, match="init_pool .* is not a file"):
+        sft.SFTConfig(init_pool=str(tmp_path / "missing.jsonl")).validate()
+
+
+def test_checkpoints_at_training_minutes_and_a_saved_adapter_rebuild_the_model(tmp_path, monkeypatch):
+    """Design 1's curves: greedy pass rates on test and unseen phrasings at minute marks of the budget
+    (marks are read off the training clock, here faked: each step 'spends' a minute); and ``adapter/``
+    with the base model rebuilds ``model/`` (what a later session needs when the merged folder is gone)."""
+    clock = iter(range(0, 10_000, 30))  # each perf_counter call advances 30 s
+    monkeypatch.setattr(sft.time, "perf_counter", lambda: float(next(clock)))
+    config = sft.SFTConfig(model=hub.TINY_MODEL, demos=8, epochs=3, batch_size=4, eval_prompts=10, max_new_tokens=2,
+                           output_dir=str(tmp_path), run_name="marks", threads=2, lora_rank=4, lora_alpha=8,
+                           learning_rate=5e-2, eval_at_minutes=[2, 1], save_adapter=True)
+    metrics = sft.train_sft(config, progress=False)
+    marks = metrics["checkpoints"]
+    assert [m["minutes"] for m in marks] == [1, 2] and 1 <= marks[0]["step"] <= marks[1]["step"]
+    assert all(m["train_seconds"] >= 60 * m["minutes"] for m in marks)
+    assert set(marks[0]) >= {"test", tasks.UNSEEN_SPLIT} and "per_family" in marks[0]["test"]
+    rebuilt = sft.merged_from_adapter(hub.TINY_MODEL, tmp_path / "marks" / sft.ADAPTER_DIR, tmp_path / "rebuilt")
+    from safetensors.torch import load_file
+    saved, again = load_file(tmp_path / "marks" / "model" / "model.safetensors"), load_file(rebuilt / "model.safetensors")
+    assert saved.keys() == again.keys() and all(torch.equal(saved[k], again[k]) for k in saved)
+    assert any(not torch.equal(saved[k], load_file(next(hub.resolve_model(hub.TINY_MODEL).glob("*.safetensors")))[k])
+               for k in saved if "proj" in k)  # the adapter did move the weights
