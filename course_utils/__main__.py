@@ -74,6 +74,12 @@ def cmd_bench_learning(argv: list[str]) -> None:
     bench_learning.main(argv)
 
 
+def cmd_measure(argv: list[str]) -> None:
+    from course_utils.comparison import sampled_measures
+
+    sampled_measures.main(argv)
+
+
 def cmd_export(argv: list[str]) -> None:
     from course_utils.comparison import engines
 
@@ -139,6 +145,8 @@ COMMANDS = {
     "ppo": ("run PPO headless from a config preset", cmd_ppo),
     "bench": ("speed and memory, ours vs TRL, as JSON", cmd_bench),
     "bench-learning": ("does a preset learn? seeds x a training-time budget", cmd_bench_learning),
+    "measure": ("pass@1, pass@k and token entropy of finished runs' policies, sampled on a held-out split",
+                cmd_measure),
     "export": ("write the tasks, the checker and a preset for another engine: export verl --out DIR", cmd_export),
     "translate": ("the Korean lessons: merge notebooks/translations/ko/*.yaml into notebooks/ko/ (--check: drift, for CI)",
                   cmd_translate),

@@ -83,6 +83,11 @@ class PPOConfig:
     leave-one-out baseline, ``ppo_math.leave_one_out_baseline``) before the rewards are shaped; the
     value head and GAE then work on what is left. Needs samples_per_prompt >= 2. The missing-EOS
     penalty comes first, so it cancels within a group whose responses were all cut off."""
+    drop_uniform_groups: bool = False
+    """Reinforce-Rej (Xiong et al. 2025): leave out of the update every group of samples_per_prompt
+    responses whose raw scores are all equal (all pass or all fail; ``ppo_math.mixed_groups``): no
+    gradient from them, and the advantages are whitened over the other groups only. An update whose
+    groups are all uniform takes no step (``rows_trained`` 0 in its metrics). Needs samples_per_prompt >= 2."""
     prompt_sampling: str = "shuffled"
     """How training prompts are drawn: "shuffled" (every prompt once per pass, in a seeded order)
     or "success_variance" (families drawn with weight p(1-p) + family_weight_floor, p the family's
@@ -194,6 +199,10 @@ class PPOConfig:
     """Evaluate on held-out prompts every this many updates (and before the first and after the last)."""
     eval_prompts: int = 100
     """How many held-out prompts to evaluate on (balanced across families); at least 1."""
+    eval_at_minutes: list = field(default_factory=list)
+    """Also evaluate greedily on ``eval_split`` and on its unseen phrasings, per family, at the first
+    update boundary after each of these training minutes and at the end of the run, into
+    ``checkpoints.jsonl`` (lesson 11's learning curves over a budget; not training time). Empty: none."""
     save_every: int = 1
     """Write a checkpoint every this many updates (atomically; the last good one is kept)."""
     num_sample_prompts: int = 6
@@ -251,6 +260,8 @@ class PPOConfig:
         need(self.samples_per_prompt >= 1 and self.batch_size % max(1, self.samples_per_prompt) == 0,
              f"batch_size ({self.batch_size}) must be a multiple of samples_per_prompt ({self.samples_per_prompt}, "
              f">= 1)")
+        need(not self.drop_uniform_groups or self.samples_per_prompt >= 2,
+             "drop_uniform_groups needs samples_per_prompt >= 2 (a group is the responses to one prompt)")
         need(not self.group_baseline or self.samples_per_prompt >= 2,
              "group_baseline needs samples_per_prompt >= 2 (the other responses to the same prompt are the baseline)")
         need(self.cliprange > 0, f"cliprange must be > 0 (PPO's epsilon, e.g. 0.2), got {self.cliprange}")
@@ -311,6 +322,9 @@ class PPOConfig:
                 f"(batch_size / samples_per_prompt) must split evenly over {world_size} processes; change batch_size "
                 "or samples_per_prompt."
             )
+        if self.drop_uniform_groups and world_size > 1:
+            raise ValueError("Invalid PPO config: drop_uniform_groups runs on one process only (each process would "
+                             "keep a different number of rows and take a different number of optimizer steps)")
         return self
 
     def to_dict(self) -> dict:
@@ -346,6 +360,8 @@ def evaluation_and_controller_problems(config: PPOConfig) -> list[str]:
     if config.eval_prompts < 1:
         problems.append(f"eval_prompts must be >= 1 (held-out prompts per evaluation; the pass rate of none is "
                         f"undefined), got {config.eval_prompts}")
+    if not all(isinstance(m, (int, float)) and not isinstance(m, bool) and m > 0 for m in config.eval_at_minutes):
+        problems.append(f"eval_at_minutes must hold training minutes > 0, got {config.eval_at_minutes}")
     if config.num_sample_prompts < 0:
         problems.append(f"num_sample_prompts must be >= 0, got {config.num_sample_prompts}")
     if config.adaptive_kl and config.kl_target <= 0:

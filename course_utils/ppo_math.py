@@ -473,6 +473,26 @@ def leave_one_out_baseline(scores: torch.Tensor, group_size: int) -> torch.Tenso
     return (groups - others_mean).reshape(-1)
 
 
+def mixed_groups(scores: torch.Tensor, group_size: int) -> torch.Tensor:
+    """Which responses belong to a group whose scores differ (Reinforce-Rej, Xiong et al. 2025):
+    with the k responses to one prompt in consecutive rows,
+
+        keep_i = max_{j in group(i)} score_j != min_{j in group(i)} score_j
+
+    A group whose k answers all pass, or all fail, carries no comparison: after a group baseline
+    its scores are all 0, and only the KL penalty and the value head would move it. Dropping such
+    groups puts the whole update on prompts where the policy sometimes succeeds. A NaN score makes
+    its group "not uniform" (kept): the non-finite stop rule must see it. Shapes: ``scores [B]`` with
+    B a multiple of ``group_size`` (k >= 2) -> bool ``[B]``.
+    """
+    if group_size < 2 or scores.dim() != 1 or scores.shape[0] % group_size:
+        raise ValueError(f"mixed_groups needs group_size >= 2 dividing the {tuple(scores.shape)} scores, "
+                         f"got {group_size}")
+    groups = scores.view(-1, group_size)
+    uniform = (groups == groups[:, :1]).all(dim=1)
+    return (~uniform).repeat_interleave(group_size)
+
+
 def group_normalized_advantages(scores: torch.Tensor, group_size: int, scale: bool = True,
                                 eps: float = 1e-4) -> torch.Tensor:
     """GRPO's advantage (Shao et al. 2024; TRL's ``GRPOTrainer``): each score against its own

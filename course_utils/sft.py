@@ -556,7 +556,9 @@ def main(argv: list[str] | None = None) -> dict:
     for name, spec in SFTConfig.__dataclass_fields__.items():
         flag, doc = f"--{name.replace('_', '-')}", docs.get(name, "")
         if spec.default_factory is list:  # a list field: zero or more values after the flag
-            parser.add_argument(flag, nargs="*", default=[], metavar="NAME", help=f"{doc} (default: none)")
+            minutes = name == "eval_at_minutes"
+            parser.add_argument(flag, nargs="*", default=[], type=float if minutes else str,
+                                metavar="MINUTES" if minutes else "NAME", help=f"{doc} (default: none)")
         elif name in AUTO_SWITCHES:  # true, false or auto
             parser.add_argument(flag, choices=SWITCH_WORDS, default="auto", help=f"{doc} (default: auto)")
         elif isinstance(spec.default, bool):  # --demo-filter / --no-demo-filter

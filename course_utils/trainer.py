@@ -293,6 +293,7 @@ class PPOTrainer:
         self.streaks = stop_rules.Streaks()
         self.stop: stop_rules.StopSignal | None = None
         self.best: dict | None = None  # the evaluation with the highest pass rate so far
+        self.checkpoints: list[dict] = []  # eval_at_minutes: test and unseen phrasings at minute marks
         self.checkpoint_update: int | None = None
 
     def _lr_factor(self, updates_done: int) -> float:
@@ -336,6 +337,8 @@ class PPOTrainer:
         metrics = update_metrics(batch, steps, self.config, self.update + 1, self.world_size, learning_rate,
                                  times={"train_s": t_done - t_prepared, "update_s": global_max(t_done - t_start)})
         metrics.update(observe_successes(self.prompts, batch))
+        if batch.trained_rows is not None:
+            metrics["rows_trained"] = int(batch.trained_rows.sum())
         if steps["optimizer_steps"] and math.isfinite(metrics["kl_per_sequence"]):
             self.kl_controller.update(metrics["kl_per_sequence"], self.config.batch_size)  # adapt β
         self.update += 1
@@ -381,6 +384,7 @@ class PPOTrainer:
             "evals": self.evals,
             "streaks": (self.streaks.nonfinite, self.streaks.clipfrac, self.streaks.hacking),
             "best": self.best,
+            "checkpoints": self.checkpoints,
             # One RNG state per process: each rank samples its own share of the batch.
             "rng_per_rank": gather_objects(checkpoint.rng_state()),
             "config": self.config.to_dict(),
@@ -406,6 +410,7 @@ class PPOTrainer:
         self.history, self.evals = state["history"], state["evals"]
         self.streaks = stop_rules.Streaks(*state["streaks"])
         self.best, self.checkpoint_update = state.get("best"), state["update"]
+        self.checkpoints = state.get("checkpoints", [])
         per_rank = state["rng_per_rank"]
         if len(per_rank) != self.world_size:
             raise ValueError(f"the checkpoint was written by {len(per_rank)} process(es) and this run has "
@@ -497,6 +502,40 @@ class PPOTrainer:
             self._evaluate_and_keep_best()
             self.stop, self.streaks = stop_rules.check_heldout(self.history, self.evals, self.config, self.streaks)
         self._write_jsonl(METRICS, self.history)
+        self._minute_checkpoints()
+
+    def _minute_checkpoints(self, final: bool = False) -> None:
+        """``eval_at_minutes``: test and unseen phrasings at each mark the training clock has passed
+        (and, with ``final``, at the end of the run), into ``checkpoints.jsonl``."""
+        marks = self.config.eval_at_minutes
+        due = [m for m in sorted(marks) if m not in {c["minutes"] for c in self.checkpoints}
+               and self.training_seconds() >= 60 * m]
+        if final and marks:
+            due.append(None)  # the end of the run, wherever the clock stands
+        for mark in due:
+            seconds = self.training_seconds()
+            self.checkpoints.append({"minutes": round(seconds / 60, 3) if mark is None else mark, "final": mark is None,
+                                     "update": self.update, "train_seconds": seconds, **self.evaluate_splits()})
+        if due:
+            self._write_jsonl("checkpoints.jsonl", self.checkpoints)
+
+    @torch.no_grad()
+    def evaluate_splits(self) -> dict:
+        """Greedy pass rates (overall and per family) on ``eval_split``'s prompts and on the same
+        prompts in unseen phrasings: ``{split: {"pass_rate", "pass_rate_per_task"}}``."""
+        unseen = [r for r in tasks.load_split(tasks.UNSEEN_SPLIT)
+                  if not getattr(self.config, evaluated_field(self.config))
+                  or r.family in getattr(self.config, evaluated_field(self.config))]
+        out = {}
+        for name, records in ((self.config.eval_split, self.eval_records),
+                              (tasks.UNSEEN_SPLIT, balanced_subset(unseen, self.config.eval_prompts))):
+            self.policy.eval()
+            answers = greedy_answers(self.bundle, [r.prompt for r in records], self.config.max_new_tokens,
+                                     packed=self.config.packed_cpu_linears, decode_loop=self.config.decode_loop)
+            passed = [tasks.check(r, a).passed for r, a in zip(records, answers)]
+            out[name] = heldout_pass_rates(self.config, records, passed)
+        self.policy.train()
+        return out
 
     def _evaluate_and_keep_best(self) -> None:
         """Evaluate; when the pass rate beats every earlier one, save this policy as ``best_policy/``."""
@@ -518,12 +557,15 @@ class PPOTrainer:
             finished = (f"training-time budget of {cfg.max_train_minutes:g} min spent after {self.update} updates "
                         f"({self.training_seconds() / 60:.1f} min)")
             self.log(finished)
+        self._minute_checkpoints(final=True)
         summary = {"updates": self.update, "stop": str(self.stop) if self.stop else None, "finished": finished,
                    "training_minutes": self.training_seconds() / 60,
                    "pass_rate_before": self.evals[0]["pass_rate"], "pass_rate_after": self.evals[-1]["pass_rate"],
                    "world_size": self.world_size, "ranks_in_sync": params_in_sync(self.params),
                    "engine": self.accelerator.distributed_type.value,
                    "best": self.best, "checkpoint_update": self.checkpoint_update}
+        if self.checkpoints:
+            summary["checkpoints"] = self.checkpoints
         if "answers" in self.evals[0] and "answers" in self.evals[-1]:
             summary["task_outcomes"] = task_outcomes(self.eval_records, self.evals[0]["answers"],
                                                      self.evals[-1]["answers"])

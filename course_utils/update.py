@@ -64,6 +64,7 @@ class RolloutBatch:
     advantages: torch.Tensor
     returns: torch.Tensor
     timings: dict = field(default_factory=dict)
+    trained_rows: torch.Tensor | None = None  # drop_uniform_groups: bool [B], the rows step 5 trains on
 
     PER_ROW = ("raw_scores", "kl_per_token", "non_score_rewards", "rewards", "raw_advantages", "advantages",
                "returns")
@@ -71,6 +72,8 @@ class RolloutBatch:
     def select(self, rows: torch.Tensor) -> "RolloutBatch":
         """The rows ``rows`` of every per-row tensor together (a minibatch)."""
         picked = {name: getattr(self, name)[rows] for name in self.PER_ROW}
+        if self.trained_rows is not None:
+            picked["trained_rows"] = self.trained_rows[rows]
         return replace(self, rollout=self.rollout.select(rows), records=[self.records[i] for i in rows.tolist()],
                        **picked)
 
@@ -114,11 +117,16 @@ def prepare_batch(bundle, records: list, sampling, reward, kl_coef: float, confi
 
     # 4. advantages by GAE and returns as value targets (from the raw advantages), then whiten
     raw_advantages, returns = pm.masked_gae(rewards, rollout.values, mask, config.gamma, config.lam)
-    advantages = pm.masked_whiten(raw_advantages, mask) if config.whiten_advantages else raw_advantages
+    # Reinforce-Rej: only the groups whose answers differ are trained, and whitened among themselves.
+    trained = pm.mixed_groups(raw_scores, config.samples_per_prompt) if config.drop_uniform_groups else None
+    whiten_over = mask if trained is None else mask * trained[:, None].to(mask.dtype)
+    advantages = pm.masked_whiten(raw_advantages, whiten_over) \
+        if config.whiten_advantages and whiten_over.any() else raw_advantages
     timings = {"rollout_s": t_rollout - t_start, "advantage_s": time.perf_counter() - t_rollout}
     return RolloutBatch(records=list(records), rollout=rollout, raw_scores=raw_scores, kl_coef=kl_coef,
                         kl_per_token=kl_per_token, non_score_rewards=non_score_rewards, rewards=rewards,
-                        raw_advantages=raw_advantages, advantages=advantages, returns=returns, timings=timings)
+                        raw_advantages=raw_advantages, advantages=advantages, returns=returns, timings=timings,
+                        trained_rows=trained)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -242,6 +250,10 @@ def optimise(policy, optimizer, batch: RolloutBatch, config, epochs: int | None 
     params = policy.trainable_parameters()
     stats: dict[str, list[float]] = {k: [] for k in STEP_STATS}
     counts = {"optimizer_steps": 0, "stale_steps_skipped": 0, "kl_stop_steps_skipped": 0, "nonfinite_steps": 0}
+    if batch.trained_rows is not None:  # drop_uniform_groups: train on the mixed groups only
+        batch = batch.select(batch.trained_rows.nonzero()[:, 0])
+        if not len(batch):
+            return {"stats": stats, **counts}  # every group was uniform: no step
     size = len(batch)
     minibatch_size = max(1, size // config.num_minibatches)
     policy.train()

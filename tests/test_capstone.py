@@ -44,9 +44,9 @@ def test_coverage_points_and_their_verdicts():
     assert [p["coverage"] for p in points] == [0, 80, 100]
     assert points[1]["sft"] == [60.0, 62.0, 61.0]  # "all": every test prompt
     verdicts = [capstone.verdict(p) for p in points]
-    assert "winner: PPO" in verdicts[0] and "standard errors combined" in verdicts[0]
-    assert "winner: SFT" in verdicts[1] and "paired by seed" in verdicts[1]  # -5.0 +- 0.0 paired
-    assert "winner: SFT" in verdicts[2]
+    assert "PPO ahead" in verdicts[0] and "unpaired (Welch)" in verdicts[0]
+    assert "SFT ahead" in verdicts[1] and "paired by seed" in verdicts[1]  # -5.0 +- 0.0 paired
+    assert "SFT ahead" in verdicts[2] and "PPO ahead in 0 of 3 seeds" in verdicts[2]
     # At 0% no demonstration exists: the "SFT" there is the untrained instruct model, and it is named so.
     assert verdicts[0].startswith(f"0% of the families with demonstrations — {capstone.NO_SFT_NAME} ")
     assert " — SFT " in verdicts[2] and capstone.NO_SFT_NAME not in verdicts[2]
@@ -55,7 +55,7 @@ def test_coverage_points_and_their_verdicts():
     assert "PPO − SFT = " in verdicts[2] and "74.3 ± 0.9" in verdicts[2]
     uncovered = capstone.demo_coverage_points(measurements(True), measure="uncovered")
     assert [p["coverage"] for p in uncovered] == [0, 80]
-    assert "winner: PPO" in capstone.verdict(uncovered[1])
+    assert "PPO ahead" in capstone.verdict(uncovered[1])
     assert [p["coverage"] for p in capstone.demo_coverage_points(measurements(False))] == [0, 100]
     with pytest.raises(ValueError, match="'all' or 'uncovered'"):
         capstone.demo_coverage_points(measurements(True), measure="some")
@@ -66,7 +66,7 @@ def test_coverage_points_and_their_verdicts():
     point = capstone.demo_coverage_points(with_filter, measure="uncovered")[1]
     assert point["sft_filtered"] == [95.0, 95.0, 100.0]
     text = capstone.verdict(point)
-    assert "winner: PPO" in text and "PPO − filtered SFT = -51.7 ± 3.3" in text and text.endswith("winner: filtered SFT.")
+    assert "PPO ahead" in text and "PPO − filtered SFT = -51.7 ± 3.3" in text and text.endswith("filtered SFT ahead.")
     assert "sft_filtered" not in points[1] and isinstance(capstone.plot_coverage([point], highlight=80), Figure)
     fig = capstone.plot_coverage(points, highlight=80)
     assert isinstance(fig, Figure)
@@ -75,7 +75,47 @@ def test_coverage_points_and_their_verdicts():
 
 def test_a_difference_within_two_standard_errors_names_no_winner():
     point = {"coverage": 50, "sft": [50.0, 40.0, 60.0], "ppo": [52.0, 45.0, 58.0], "measured_on": "x"}
-    assert "winner: neither" in capstone.verdict(point)
+    assert "level within noise" in capstone.verdict(point)
+
+
+@pytest.mark.parametrize("df, expected", [(1, 12.7062), (2, 4.3027), (4, 2.7764), (9, 2.2622), (30, 2.0423)])
+def test_t_quantiles_match_the_table(df, expected):
+    assert capstone.t_quantile(0.975, df) == pytest.approx(expected, abs=2e-4)
+    assert capstone.t_quantile(0.025, df) == pytest.approx(-expected, abs=2e-4)
+
+
+def test_beyond_two_standard_errors_is_not_ahead_with_three_seeds():
+    """The old rule called a winner beyond 2 SE; with 2 degrees of freedom the 95 % cut-off is 4.30 SE."""
+    a, b = [54.0, 57.0, 53.0], [50.0, 50.0, 50.0]  # +4, +7, +3: mean 4.67, SE 1.20, 3.9 SE from 0
+    result = capstone.compare(a, b)
+    assert result.difference == pytest.approx(14 / 3) and result.difference > 2 * result.se
+    assert result.low < 0 < result.high and result.winner("A", "B") is None
+    assert result.verdict("PPO", "SFT") == "level within noise"
+    assert (result.positive, result.negative, result.ties) == (3, 0, 0)
+    assert result.high - result.difference == pytest.approx(4.3027 * result.se, rel=1e-4)
+    assert "A ahead in 3 of 3 seeds" in result.sentence() and "95% interval [" in result.sentence()
+    wide = capstone.compare([60.0, 62.0, 61.0, 63.0, 64.0], [50.0, 51.0, 52.0, 50.0, 53.0])
+    assert wide.verdict() == "A ahead" and wide.df == 4
+    assert capstone.compare([50.0, 51.0, 52.0, 50.0, 53.0], [60.0, 62.0, 61.0, 63.0, 64.0]).verdict() == "B ahead"
+
+
+def test_unpaired_arms_use_welch_and_single_runs_give_no_interval():
+    result = capstone.compare([20.0, 15.0, 13.0], [5.0])
+    assert not result.paired and result.df == pytest.approx(2.0) and "unpaired (Welch)" in result.sentence()
+    assert capstone.compare([20.0], [5.0]).verdict() == "no interval (a single run on each side)"
+    # Welch-Satterthwaite against a direct computation
+    a, b = [1.0, 2.0, 4.0, 7.0], [3.0, 3.5]
+    va, vb = capstone.mean_se(a)[1] ** 2, capstone.mean_se(b)[1] ** 2
+    assert capstone.compare(a, b).df == pytest.approx((va + vb) ** 2 / (va ** 2 / 3 + vb ** 2 / 1))
+
+
+def test_pooled_mcnemar_reads_the_prompts_both_arms_graded():
+    a = [[True, True, False], [True, True, True]]
+    b = [[False, True, False], [False, False, True]]
+    result = capstone.pooled_mcnemar(a, b)
+    assert (result["gained"], result["lost"], result["n"]) == (3, 0, 6) and result["p_value"] == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="same seeds"):
+        capstone.pooled_mcnemar(a, b[:1])
 
 
 def test_the_committed_measurements_load_and_give_the_two_end_points():

@@ -98,3 +98,55 @@ def test_the_trl_comparison_refuses_groups_and_bfloat16_sampling(tmp_path):
         config = load_config(SMOKE, output_dir=str(tmp_path), batch_size=4, num_minibatches=2, **overrides)
         with pytest.raises(ValueError, match="TRL's PPOTrainer cannot run"):
             trl_args_for(config, str(tmp_path))
+
+
+def loop_mixed_groups(scores: list[float], k: int) -> list[bool]:
+    return [len({scores[j] for j in range(i - i % k, i - i % k + k)}) > 1 for i in range(len(scores))]
+
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_mixed_groups_match_a_plain_loop_and_keep_a_nan_group(k):
+    scores = torch.randint(0, 2, (8 * k,), generator=torch.Generator().manual_seed(k)).float()
+    assert pm.mixed_groups(scores, k).tolist() == loop_mixed_groups(scores.tolist(), k)
+    worked = pm.mixed_groups(torch.tensor([1.0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, float("nan"), 0, 0, 0]), 4)
+    assert worked.view(4, 4)[:, 0].tolist() == [True, False, False, True]  # mixed, all pass, all fail, NaN kept
+    with pytest.raises(ValueError, match="group_size >= 2"):
+        pm.mixed_groups(torch.zeros(6), 4)
+
+
+def test_dropping_uniform_groups_trains_on_the_mixed_ones_only_and_no_step_when_none(tmp_path):
+    """Reinforce-Rej (design 1's arm C): the groups whose answers all pass or all fail give no gradient
+    and are left out of the whitening; an update whose groups are all uniform changes nothing."""
+    from course_utils import update as ppo
+    from course_utils.trainer import PPOTrainer
+
+    with pytest.raises(ValueError, match="drop_uniform_groups needs samples_per_prompt >= 2"):
+        load_config(SMOKE, drop_uniform_groups=True)
+    with pytest.raises(ValueError, match="one process only"):
+        load_config(SMOKE, batch_size=8, num_minibatches=2, samples_per_prompt=2,
+                    drop_uniform_groups=True).validate_processes(2)
+    config = load_config(SMOKE, output_dir=str(tmp_path), threads=2, batch_size=8, num_minibatches=2,
+                         samples_per_prompt=2, group_baseline=True, drop_uniform_groups=True)
+    trainer = PPOTrainer(config, quiet=True)
+    batch = trainer.prepare_batch()
+    expected = pm.mixed_groups(batch.raw_scores, 2)
+    assert torch.equal(batch.trained_rows, expected)
+    if expected.any():  # the advantages are whitened over the trained rows' tokens only
+        over = batch.rollout.response_mask * expected[:, None].float()
+        assert torch.allclose(batch.advantages, pm.masked_whiten(batch.raw_advantages, over), atol=1e-6)
+    before = [p.detach().clone() for p in trainer.params]
+    none = batch.select(torch.arange(len(batch)))
+    none.trained_rows = torch.zeros(len(batch), dtype=torch.bool)
+    steps = ppo.optimise(trainer.policy, trainer.optimizer, none, trainer.config)
+    assert steps["optimizer_steps"] == 0 and all(torch.equal(a, b) for a, b in zip(before, trainer.params))
+    seen = []
+    original = ppo.minibatch_loss
+    ppo.minibatch_loss = lambda model, mb, cfg: (seen.append(len(mb)), original(model, mb, cfg))[1]
+    try:
+        some = batch.select(torch.arange(len(batch)))
+        some.trained_rows = torch.tensor([True, True] + [False] * (len(batch) - 2))
+        steps = ppo.optimise(trainer.policy, trainer.optimizer, some, trainer.config)
+    finally:
+        ppo.minibatch_loss = original
+    assert steps["optimizer_steps"] >= 1 and set(seen) == {1}  # 2 trained rows over 2 minibatches
+    assert "rows_trained" in trainer.ppo_update()

@@ -310,3 +310,11 @@ def test_checkpoints_at_training_minutes_and_a_saved_adapter_rebuild_the_model(t
     assert saved.keys() == again.keys() and all(torch.equal(saved[k], again[k]) for k in saved)
     assert any(not torch.equal(saved[k], load_file(next(hub.resolve_model(hub.TINY_MODEL).glob("*.safetensors")))[k])
                for k in saved if "proj" in k)  # the adapter did move the weights
+
+
+def test_the_command_line_reads_minute_marks_as_numbers(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(sft, "train_sft", lambda config: seen.setdefault("config", config) and {})
+    with pytest.raises(Exception):  # the fake returns no metrics; only the parsed config matters here
+        sft.main(["--eval-at-minutes", "5", "15", "--run-name", "x", "--output-dir", "/nonexistent-dir-for-test"])
+    assert seen["config"].eval_at_minutes == [5.0, 15.0]

@@ -36,3 +36,20 @@ def test_no_budget_runs_every_update(tmp_path):
     config = load_config(SMOKE, output_dir=str(tmp_path), total_updates=2, eval_every=2)
     summary = PPOTrainer(config, quiet=True).train()
     assert summary["updates"] == 2 and summary["finished"] is None and summary["stop"] is None
+
+
+def test_minute_marks_evaluate_test_and_unseen_phrasings_then_the_end(tmp_path):
+    """Lesson 11's design 1 reads each arm at training-minute marks: a mark the clock has passed is
+    evaluated at the next update boundary, one never reached is not, and the end always is."""
+    torch.set_num_threads(1)
+    config = load_config(SMOKE, output_dir=str(tmp_path), total_updates=2, eval_every=10,
+                         eval_at_minutes=[1e9, 1e-7])
+    summary = PPOTrainer(config, quiet=True).train()
+    marks = [json.loads(line) for line in open(config.run_dir / "checkpoints.jsonl")]
+    assert [(m["minutes"], m["update"], m["final"]) for m in marks][0] == (1e-7, 1, False)
+    assert len(marks) == 2 and marks[1]["final"] and marks[1]["update"] == 2
+    assert abs(marks[1]["minutes"] - summary["training_minutes"]) < 1e-3
+    for mark in marks:
+        assert set(mark) >= {"test", "test_unseen"}
+        assert sum(1 for _ in mark["test_unseen"]["pass_rate_per_task"]) >= 1
+    assert summary["checkpoints"] == marks

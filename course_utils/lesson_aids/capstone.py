@@ -10,7 +10,9 @@ Each holds ``arms[arm][held-out set] = [pass rate per seed, in percent]``.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -130,40 +132,143 @@ def demo_coverage_points(measurements: Mapping, measure: str = "all") -> list[di
     return points
 
 
-def compare(ppo: Sequence[float], sft: Sequence[float]) -> tuple[float, float, str, str]:
-    """PPO minus SFT: ``(difference, its standard error, how it was computed, winner)``. Paired
-    by seed when the seeds pair (the same count, more than one), otherwise the two standard errors
-    combined; a winner only beyond two standard errors."""
-    if len(sft) == len(ppo) > 1:
-        diff, se = paired_difference(ppo, sft)
-        how = "paired by seed"
-    else:
-        diff, se = mean_se(ppo)[0] - mean_se(sft)[0], float(np.hypot(mean_se(sft)[1], mean_se(ppo)[1]))
-        how = "standard errors combined"
-    winner = "PPO" if diff > 2 * se else "SFT" if diff < -2 * se else "neither (the difference is within two standard errors)"
-    return diff, se, how, winner
+def t_quantile(p: float, df: float) -> float:
+    """The ``p``-quantile of Student's t distribution with ``df`` degrees of freedom (t_{0.975, 2} =
+    4.303, t_{0.975, 4} = 2.776). The CDF is the density integrated by Simpson's rule,
+
+        F(t) = 1/2 + ∫_0^t  Γ((ν+1)/2) / (√(νπ) Γ(ν/2)) · (1 + x²/ν)^(-(ν+1)/2) dx,
+
+    and the quantile is found by bisection: no scipy needed, accurate to about 1e-6."""
+    if not 0 < p < 1 or df <= 0:
+        raise ValueError(f"need 0 < p < 1 and df > 0, got p={p}, df={df}")
+    if p < 0.5:
+        return -t_quantile(1 - p, df)
+    log_c = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+
+    def cdf(t: float, steps: int = 4000) -> float:
+        x = np.linspace(0.0, t, steps + 1)
+        f = np.exp(log_c - (df + 1) / 2 * np.log1p(x * x / df))
+        return 0.5 + (t / steps / 3) * (f[0] + f[-1] + 4 * f[1:-1:2].sum() + 2 * f[2:-1:2].sum())
+
+    low, high = 0.0, 1.0
+    while cdf(high) < p:
+        high *= 2
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if cdf(mid) < p else (low, mid)
+    return (low + high) / 2
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A − B with its interval: the rule every verdict of lesson 11 follows.
+
+    Paired by seed (the same seeds in both arms), d_s = a_s − b_s over n seeds:
+
+        mean ± SE = d̄ ± s_d / √n,     interval = d̄ ± t_{(1+level)/2, n−1} · SE
+
+    plus the sign count (seeds where A was ahead, behind, level). Unpaired (different seeds, or a
+    single run on one side), Welch's interval with the Welch–Satterthwaite degrees of freedom.
+    "A ahead" only when the whole interval is above 0, "B ahead" only when it is below; otherwise
+    "level within noise". With three seeds t = 4.30: "beyond two standard errors" is not enough."""
+
+    difference: float
+    se: float
+    df: float | None
+    t: float | None
+    low: float | None
+    high: float | None
+    n: int
+    positive: int
+    negative: int
+    ties: int
+    paired: bool
+    level: float = 0.95
+
+    @property
+    def how(self) -> str:
+        return f"paired by seed, n = {self.n}" if self.paired else "unpaired (Welch)"
+
+    def winner(self, a: str = "A", b: str = "B") -> str | None:
+        """``a`` or ``b`` when the interval excludes 0, else None."""
+        if self.low is None:
+            return None
+        return a if self.low > 0 else b if self.high < 0 else None
+
+    def verdict(self, a: str = "A", b: str = "B") -> str:
+        who = self.winner(a, b)
+        if self.low is None:
+            return "no interval (a single run on each side)"
+        return f"{who} ahead" if who else "level within noise"
+
+    def interval_text(self) -> str:
+        if self.low is None:
+            return "no interval"
+        return f"{self.level:.0%} interval [{self.low:+.1f}, {self.high:+.1f}]"
+
+    def sentence(self, a: str = "A", b: str = "B") -> str:
+        """``a − b = +4.7 ± 2.7 (95% interval [-7.0, +16.4], paired by seed, n = 3; a ahead in 2 of
+        3 seeds): level within noise``."""
+        signs = f"; {a} ahead in {self.positive} of {self.n} seeds" if self.paired else ""
+        return (f"{a} − {b} = {self.difference:+.1f} ± {self.se:.1f} ({self.interval_text()}, {self.how}{signs}): "
+                f"{self.verdict(a, b)}")
+
+
+def compare(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> Comparison:
+    """A − B by the interval rule (``Comparison``): paired by seed when both arms have the same
+    number of seeds (more than one), Welch's unpaired interval otherwise."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if not a.size or not b.size:
+        raise ValueError("each arm needs at least one value")
+    if a.size == b.size > 1:
+        d = a - b
+        mean, se = mean_se(d)
+        df = a.size - 1
+        t = t_quantile((1 + level) / 2, df)
+        return Comparison(mean, se, df, t, mean - t * se, mean + t * se, int(d.size), int((d > 0).sum()),
+                          int((d < 0).sum()), int((d == 0).sum()), True, level)
+    (ma, sa), (mb, sb) = mean_se(a), mean_se(b)
+    diff, se = ma - mb, float(np.hypot(sa, sb))
+    if se == 0:  # a single run on each side (or no spread at all): no interval to speak of
+        return Comparison(diff, 0.0, None, None, None, None, int(max(a.size, b.size)), 0, 0, 0, False, level)
+    parts = [(s ** 2, n - 1) for s, n in ((sa, a.size), (sb, b.size)) if n > 1]
+    df = se ** 4 / sum(v ** 2 / k for v, k in parts)
+    t = t_quantile((1 + level) / 2, df)
+    return Comparison(diff, se, df, t, diff - t * se, diff + t * se, int(max(a.size, b.size)), 0, 0, 0, False, level)
+
+
+def pooled_mcnemar(passed_a: Sequence[Sequence[bool]], passed_b: Sequence[Sequence[bool]]) -> dict:
+    """McNemar's exact test over the pooled seed × prompt pairs: ``passed_a[s][i]`` and
+    ``passed_b[s][i]`` grade the same prompt i of seed s under arms A and B
+    (``diagnostics.paired_pass_change`` with B as "before" and A as "after": ``gained`` counts the
+    prompts A passes and B fails). The prompts pair, so their difficulty cancels; the seeds are
+    pooled, so this reads the per-prompt evidence, not the seed-to-seed spread that the t-interval reads."""
+    from course_utils.lesson_aids.diagnostics import paired_pass_change
+
+    if len(passed_a) != len(passed_b):
+        raise ValueError(f"the two arms need the same seeds, got {len(passed_a)} and {len(passed_b)}")
+    before = [bool(x) for seed in passed_b for x in seed]
+    after = [bool(x) for seed in passed_a for x in seed]
+    return paired_pass_change(before, after)
 
 
 def verdict(point: Mapping) -> str:
-    """Which arm wins at one measured point, read with its paired standard error when the seeds
-    pair (the same count), or the two standard errors otherwise: a sentence (two where the point
-    also has filtered SFT)."""
+    """Which arm is ahead at one measured point, by ``compare``'s interval rule (paired by seed when
+    the seeds pair, Welch's interval otherwise): a sentence (two where the point also has filtered SFT)."""
     def shown(values):  # a single run has no standard error: say so rather than print "± 0.0"
         mean, se = mean_se(values)
         return f"{mean:.1f} ± {se:.1f}" if len(values) > 1 else f"{mean:.0f} (one run)"
 
     # at 0% the "SFT" arm is the untrained instruct model: the difference is PPO against no training
     other = "no training" if "sft_name" in point else "SFT"
-    diff, se, how, winner = compare(point["ppo"], point["sft"])
-    winner = other if winner == "SFT" else winner
+    result = compare(point["ppo"], point["sft"])
     text = (f"{point['coverage']}% of the families with demonstrations — {point.get('sft_name', 'SFT')} "
-            f"{shown(point['sft'])}, PPO {shown(point['ppo'])}: PPO − {other} = {diff:+.1f} ± {se:.1f} ({how}); "
-            f"winner: {winner} (measured on {point['measured_on']}).")
+            f"{shown(point['sft'])}, PPO {shown(point['ppo'])}: {result.sentence('PPO', other)} "
+            f"(measured on {point['measured_on']}).")
     if "sft_filtered" in point:
         filtered, filtered_se = mean_se(point["sft_filtered"])
-        diff, se, how, winner = compare(point["ppo"], point["sft_filtered"])
-        text += (f" Against filtered SFT ({filtered:.1f} ± {filtered_se:.1f}): PPO − filtered SFT = {diff:+.1f} ± "
-                 f"{se:.1f} ({how}); winner: {winner.replace('SFT', 'filtered SFT', 1) if winner == 'SFT' else winner}.")
+        result = compare(point["ppo"], point["sft_filtered"])
+        text += f" Against filtered SFT ({filtered:.1f} ± {filtered_se:.1f}): {result.sentence('PPO', 'filtered SFT')}."
     return text
 
 
