@@ -31,7 +31,8 @@ The comparison harness (``comparison/``): TRL's PPOTrainer on our configuration,
     trl_compare (lesson 10), bench (speed, memory), bench_learning (learning per seed),
     retention_arms (design (h): the PPO arm's settings, the measures after both arms),
     engines (the bridge: our tasks and checker for verl and TRL's GRPOTrainer), verl_reward
-    (the checker as verl's reward function, copied into the export)
+    (the checker as verl's reward function, copied into the export), sampled_measures (pass@1,
+    pass@k and token entropy of a finished run), rl_after_sft (design 1's seeds assembled and decided)
 
 Machinery (``machinery/``): what engineers read
     paths, hub (model files), parameters, distributed, metrics, stop_rules, run_checks,

@@ -80,6 +80,12 @@ def cmd_measure(argv: list[str]) -> None:
     sampled_measures.main(argv)
 
 
+def cmd_design1(argv: list[str]) -> None:
+    from course_utils.comparison import rl_after_sft
+
+    rl_after_sft.main(argv)
+
+
 def cmd_export(argv: list[str]) -> None:
     from course_utils.comparison import engines
 
@@ -147,6 +153,7 @@ COMMANDS = {
     "bench-learning": ("does a preset learn? seeds x a training-time budget", cmd_bench_learning),
     "measure": ("pass@1, pass@k and token entropy of finished runs' policies, sampled on a held-out split",
                 cmd_measure),
+    "design1": ("lesson 11's design 1, RL after the best SFT: add a seed's runs to the record, or decide", cmd_design1),
     "export": ("write the tasks, the checker and a preset for another engine: export verl --out DIR", cmd_export),
     "translate": ("the Korean lessons: merge notebooks/translations/ko/*.yaml into notebooks/ko/ (--check: drift, for CI)",
                   cmd_translate),

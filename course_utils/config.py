@@ -246,62 +246,7 @@ class PPOConfig:
 
     def validate(self) -> "PPOConfig":
         """Reject bad values with one message that names the field and the fix."""
-        problems = []
-
-        def need(ok: bool, message: str) -> None:
-            if not ok:
-                problems.append(message)
-
-        need(bool(str(self.run_name).strip()), "run_name must not be empty (the run's folder is output_dir/run_name)")
-        need(self.batch_size >= 1, f"batch_size must be >= 1, got {self.batch_size}")
-        need(self.num_minibatches >= 1, f"num_minibatches must be >= 1, got {self.num_minibatches}")
-        need(self.num_minibatches >= 1 and self.batch_size % self.num_minibatches == 0,
-             f"batch_size ({self.batch_size}) must be divisible by num_minibatches ({self.num_minibatches})")
-        need(self.samples_per_prompt >= 1 and self.batch_size % max(1, self.samples_per_prompt) == 0,
-             f"batch_size ({self.batch_size}) must be a multiple of samples_per_prompt ({self.samples_per_prompt}, "
-             f">= 1)")
-        need(not self.drop_uniform_groups or self.samples_per_prompt >= 2,
-             "drop_uniform_groups needs samples_per_prompt >= 2 (a group is the responses to one prompt)")
-        need(not self.group_baseline or self.samples_per_prompt >= 2,
-             "group_baseline needs samples_per_prompt >= 2 (the other responses to the same prompt are the baseline)")
-        need(self.cliprange > 0, f"cliprange must be > 0 (PPO's epsilon, e.g. 0.2), got {self.cliprange}")
-        need(self.cliprange_value > 0, f"cliprange_value must be > 0, got {self.cliprange_value}")
-        need(self.kl_estimator in KL_ESTIMATORS,
-             f"kl_estimator must be one of {sorted(KL_ESTIMATORS)}, got {self.kl_estimator!r}")
-        need(self.kl_coef >= 0, f"kl_coef must be >= 0, got {self.kl_coef}")
-        need(not self.adaptive_kl or self.kl_coef > 0, "adaptive_kl needs kl_coef > 0 to start from")
-        need(self.old_logprobs_from in ("forward", "generation"),
-             f'old_logprobs_from must be "forward" or "generation", got {self.old_logprobs_from!r}')
-        need(self.sampling_dtype in SAMPLING_DTYPES,
-             f"sampling_dtype must be one of {SAMPLING_DTYPES}, got {self.sampling_dtype!r}")
-        need(self.temperature > 0, f"temperature must be > 0, got {self.temperature}")
-        need(self.max_new_tokens >= 1, f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
-        need(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
-        need(0 <= self.lam <= 1, f"lam must be in [0, 1], got {self.lam}")
-        need(self.learning_rate > 0, f"learning_rate must be > 0, got {self.learning_rate}")
-        need(self.lr_schedule in LR_SCHEDULES, f"lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
-        need(self.ppo_epochs >= 1, f"ppo_epochs must be >= 1, got {self.ppo_epochs}")
-        need(self.total_updates >= 1, f"total_updates must be >= 1, got {self.total_updates}")
-        need(self.max_train_minutes >= 0, f"max_train_minutes must be >= 0 (0 = no budget), got {self.max_train_minutes}")
-        need(self.lora_rank >= 0, f"lora_rank must be >= 0 (0 = full fine-tuning), got {self.lora_rank}")
-        need(self.reward in REWARD_KINDS, f"reward must be one of {REWARD_KINDS}, got {self.reward!r}")
-        need(self.reward != "learned" or bool(self.reward_model_path),
-             'reward "learned" needs reward_model_path (train one with `python -m course_utils rm train`)')
-        need(self.eval_every >= 1 and self.save_every >= 1, "eval_every and save_every must be >= 1")
-        need(self.max_grad_norm >= 0, f"max_grad_norm must be >= 0, got {self.max_grad_norm}")
-        need(self.max_rollout_age >= 0, f"max_rollout_age must be >= 0 optimizer steps (0 = only the first step "
-             f"of each batch), got {self.max_rollout_age}")
-        need(self.target_kl >= 0, f"target_kl must be >= 0 (0 = no KL early stop; Spinning Up uses 0.01), got {self.target_kl}")
-        need(self.prompt_sampling in PROMPT_SAMPLINGS,
-             f"prompt_sampling must be one of {PROMPT_SAMPLINGS}, got {self.prompt_sampling!r}")
-        need(self.prompt_sampling != "success_variance" or self.reward != "learned",
-             'prompt_sampling "success_variance" reads the checker\'s verdicts on the training answers, which a run '
-             'on the learned reward must not see (the checker is its held-out judge): use prompt_sampling=shuffled')
-        need(0 < self.family_rate_decay <= 1, f"family_rate_decay must be in (0, 1], got {self.family_rate_decay}")
-        need(self.family_weight_floor > 0, f"family_weight_floor must be > 0 (else a family can vanish from the "
-             f"batches), got {self.family_weight_floor}")
-        need(self.missing_eos_penalty >= 0, f"missing_eos_penalty must be >= 0 (0 = off), got {self.missing_eos_penalty}")
-        problems += fast_path_problems(self) + evaluation_and_controller_problems(self)
+        problems = value_problems(self) + fast_path_problems(self) + evaluation_and_controller_problems(self)
         if problems:
             raise ValueError("Invalid PPO config: " + "; ".join(problems) + ".")
         return self
@@ -338,6 +283,67 @@ class PPOConfig:
     def field_docs(cls) -> dict[str, str]:
         """Field name -> its docstring, read from this file (for the docs and the notebooks)."""
         return field_docs(cls)
+
+
+def value_problems(config: PPOConfig) -> list[str]:
+    """Each field's own range and the fields that must agree (batch size and its splits, the
+    reward and what it needs), one message per problem naming the field and the fix."""
+    problems = []
+
+    def need(ok: bool, message: str) -> None:
+        if not ok:
+            problems.append(message)
+
+    need(bool(str(config.run_name).strip()), "run_name must not be empty (the run's folder is output_dir/run_name)")
+    need(config.batch_size >= 1, f"batch_size must be >= 1, got {config.batch_size}")
+    need(config.num_minibatches >= 1, f"num_minibatches must be >= 1, got {config.num_minibatches}")
+    need(config.num_minibatches >= 1 and config.batch_size % config.num_minibatches == 0,
+         f"batch_size ({config.batch_size}) must be divisible by num_minibatches ({config.num_minibatches})")
+    need(config.samples_per_prompt >= 1 and config.batch_size % max(1, config.samples_per_prompt) == 0,
+         f"batch_size ({config.batch_size}) must be a multiple of samples_per_prompt ({config.samples_per_prompt}, "
+         f">= 1)")
+    need(not config.drop_uniform_groups or config.samples_per_prompt >= 2,
+         "drop_uniform_groups needs samples_per_prompt >= 2 (a group is the responses to one prompt)")
+    need(not config.group_baseline or config.samples_per_prompt >= 2,
+         "group_baseline needs samples_per_prompt >= 2 (the other responses to the same prompt are the baseline)")
+    need(config.cliprange > 0, f"cliprange must be > 0 (PPO's epsilon, e.g. 0.2), got {config.cliprange}")
+    need(config.cliprange_value > 0, f"cliprange_value must be > 0, got {config.cliprange_value}")
+    need(config.kl_estimator in KL_ESTIMATORS,
+         f"kl_estimator must be one of {sorted(KL_ESTIMATORS)}, got {config.kl_estimator!r}")
+    need(config.kl_coef >= 0, f"kl_coef must be >= 0, got {config.kl_coef}")
+    need(not config.adaptive_kl or config.kl_coef > 0, "adaptive_kl needs kl_coef > 0 to start from")
+    need(config.old_logprobs_from in ("forward", "generation"),
+         f'old_logprobs_from must be "forward" or "generation", got {config.old_logprobs_from!r}')
+    need(config.sampling_dtype in SAMPLING_DTYPES,
+         f"sampling_dtype must be one of {SAMPLING_DTYPES}, got {config.sampling_dtype!r}")
+    need(config.temperature > 0, f"temperature must be > 0, got {config.temperature}")
+    need(config.max_new_tokens >= 1, f"max_new_tokens must be >= 1, got {config.max_new_tokens}")
+    need(0 <= config.gamma <= 1, f"gamma must be in [0, 1], got {config.gamma}")
+    need(0 <= config.lam <= 1, f"lam must be in [0, 1], got {config.lam}")
+    need(config.learning_rate > 0, f"learning_rate must be > 0, got {config.learning_rate}")
+    need(config.lr_schedule in LR_SCHEDULES, f"lr_schedule must be one of {LR_SCHEDULES}, got {config.lr_schedule!r}")
+    need(config.ppo_epochs >= 1, f"ppo_epochs must be >= 1, got {config.ppo_epochs}")
+    need(config.total_updates >= 1, f"total_updates must be >= 1, got {config.total_updates}")
+    need(config.max_train_minutes >= 0, f"max_train_minutes must be >= 0 (0 = no budget), got {config.max_train_minutes}")
+    need(config.lora_rank >= 0, f"lora_rank must be >= 0 (0 = full fine-tuning), got {config.lora_rank}")
+    need(config.reward in REWARD_KINDS, f"reward must be one of {REWARD_KINDS}, got {config.reward!r}")
+    need(config.reward != "learned" or bool(config.reward_model_path),
+         'reward "learned" needs reward_model_path (train one with `python -m course_utils rm train`)')
+    need(config.eval_every >= 1 and config.save_every >= 1, "eval_every and save_every must be >= 1")
+    need(config.max_grad_norm >= 0, f"max_grad_norm must be >= 0, got {config.max_grad_norm}")
+    need(config.max_rollout_age >= 0, f"max_rollout_age must be >= 0 optimizer steps (0 = only the first step "
+         f"of each batch), got {config.max_rollout_age}")
+    need(config.target_kl >= 0, f"target_kl must be >= 0 (0 = no KL early stop; Spinning Up uses 0.01), got {config.target_kl}")
+    need(config.prompt_sampling in PROMPT_SAMPLINGS,
+         f"prompt_sampling must be one of {PROMPT_SAMPLINGS}, got {config.prompt_sampling!r}")
+    need(config.prompt_sampling != "success_variance" or config.reward != "learned",
+         'prompt_sampling "success_variance" reads the checker\'s verdicts on the training answers, which a run '
+         'on the learned reward must not see (the checker is its held-out judge): use prompt_sampling=shuffled')
+    need(0 < config.family_rate_decay <= 1, f"family_rate_decay must be in (0, 1], got {config.family_rate_decay}")
+    need(config.family_weight_floor > 0, f"family_weight_floor must be > 0 (else a family can vanish from the "
+         f"batches), got {config.family_weight_floor}")
+    need(config.missing_eos_penalty >= 0, f"missing_eos_penalty must be >= 0 (0 = off), got {config.missing_eos_penalty}")
+    return problems
 
 
 def fast_path_problems(config: PPOConfig) -> list[str]:

@@ -243,6 +243,68 @@ def choose_fast_paths(bundle, config: PPOConfig, records: list) -> tuple[PPOConf
     return config, record
 
 
+def due_minute_marks(marks: list, done: list[dict], seconds: float, final: bool = False) -> list:
+    """The marks of ``eval_at_minutes`` the training clock (``seconds``) has passed and ``done``
+    (the checkpoints so far) does not hold yet, in order; with ``final`` (and any marks asked for)
+    also ``None``, the end of the run wherever the clock stands."""
+    taken = {c["minutes"] for c in done}
+    due = [m for m in sorted(marks) if m not in taken and seconds >= 60 * m]
+    return due + [None] if final and marks else due
+
+
+@torch.no_grad()
+def evaluate_splits(bundle, config: PPOConfig, eval_records: list) -> dict:
+    """Greedy pass rates (overall and per family) of ``bundle``'s policy on ``eval_split``'s prompts and
+    on the same families' prompts in unseen phrasings: ``{split: {"pass_rate", "pass_rate_per_task"}}``."""
+    families = getattr(config, evaluated_field(config))
+    unseen = [r for r in tasks.load_split(tasks.UNSEEN_SPLIT) if not families or r.family in families]
+    out = {}
+    bundle.policy.eval()
+    for name, records in ((config.eval_split, eval_records),
+                          (tasks.UNSEEN_SPLIT, balanced_subset(unseen, config.eval_prompts))):
+        answers = greedy_answers(bundle, [r.prompt for r in records], config.max_new_tokens,
+                                 packed=config.packed_cpu_linears, decode_loop=config.decode_loop)
+        out[name] = heldout_pass_rates(config, records, [tasks.check(r, a).passed for r, a in zip(records, answers)])
+    bundle.policy.train()
+    return out
+
+
+def check_grouped(records: list, k: int) -> None:
+    """``group_baseline`` needs each prompt ``k`` times in consecutive rows."""
+    if len(records) % k or any(len({r.prompt for r in records[i:i + k]}) != 1 for i in range(0, len(records), k)):
+        raise ValueError(f"group_baseline: records must hold each prompt {k} times in consecutive rows "
+                         f"(samples_per_prompt); got {len(records)} records not grouped that way")
+
+
+def run_summary(trainer: "PPOTrainer", finished: str | None) -> dict:
+    """What ``summary.json`` holds: updates done, why the run ended, training minutes, pass rates before
+    and after, the processes and engine, the best evaluation, the minute checkpoints and (when the
+    evaluations kept their answers) per family whether training taught it, hacked it or neither
+    (``run_checks.task_outcomes``)."""
+    summary = {"updates": trainer.update, "stop": str(trainer.stop) if trainer.stop else None, "finished": finished,
+               "training_minutes": trainer.training_seconds() / 60,
+               "pass_rate_before": trainer.evals[0]["pass_rate"], "pass_rate_after": trainer.evals[-1]["pass_rate"],
+               "world_size": trainer.world_size, "ranks_in_sync": params_in_sync(trainer.params),
+               "engine": trainer.accelerator.distributed_type.value,
+               "best": trainer.best, "checkpoint_update": trainer.checkpoint_update}
+    if trainer.checkpoints:
+        summary["checkpoints"] = trainer.checkpoints
+    if "answers" in trainer.evals[0] and "answers" in trainer.evals[-1]:
+        summary["task_outcomes"] = task_outcomes(trainer.eval_records, trainer.evals[0]["answers"],
+                                                 trainer.evals[-1]["answers"])
+    return summary
+
+
+def progress_postfix(metrics: dict, config: PPOConfig, seconds: float) -> dict:
+    """The progress bar's live numbers: score, KL per answer, answer length and, with a time budget, the
+    training minutes used (the bar's own ETA, counted in updates, is then only an upper bound)."""
+    shown = {"score": f"{metrics['score']:.3f}", "kl": f"{metrics['kl_per_sequence']:.2f}",
+             "len": f"{metrics['response_length']:.1f}"}
+    if config.max_train_minutes:
+        shown["trained"] = f"{seconds / 60:.1f}/{config.max_train_minutes:g} min"
+    return shown
+
+
 class PPOTrainer:
     """Runs PPO from a :class:`PPOConfig`.
 
@@ -317,10 +379,7 @@ class PPOTrainer:
         if records is None:  # each prompt of the stream samples_per_prompt times, in consecutive rows
             records = [r for r in self.prompts.next_batch() for _ in range(self.config.samples_per_prompt)]
         elif self.config.group_baseline:
-            k = self.config.samples_per_prompt
-            if len(records) % k or any(len({r.prompt for r in records[i:i + k]}) != 1 for i in range(0, len(records), k)):
-                raise ValueError(f"group_baseline: records must hold each prompt {k} times in consecutive rows "
-                                 f"(samples_per_prompt); got {len(records)} records not grouped that way")
+            check_grouped(records, self.config.samples_per_prompt)
         return ppo.prepare_batch(self.bundle, records, self.sampling(), self.train_reward,
                                  self.kl_controller.value, self.config)
 
@@ -458,10 +517,7 @@ class PPOTrainer:
                 metrics = self.ppo_update()
                 self._after_update(metrics)
                 bar.update(1)
-                budget = {"trained": f"{self.training_seconds() / 60:.1f}/{cfg.max_train_minutes:g} min"} \
-                    if cfg.max_train_minutes else {}  # with a budget, the bar's own ETA (by updates) is an upper bound
-                bar.set_postfix(score=f"{metrics['score']:.3f}", kl=f"{metrics['kl_per_sequence']:.2f}",
-                                len=f"{metrics['response_length']:.1f}", **budget)
+                bar.set_postfix(progress_postfix(metrics, cfg, self.training_seconds()))
                 for callback in self.callbacks:
                     callback(self, metrics)
                 # Only a healthy update may overwrite the checkpoint: it stays the last-known-good state.
@@ -507,35 +563,12 @@ class PPOTrainer:
     def _minute_checkpoints(self, final: bool = False) -> None:
         """``eval_at_minutes``: test and unseen phrasings at each mark the training clock has passed
         (and, with ``final``, at the end of the run), into ``checkpoints.jsonl``."""
-        marks = self.config.eval_at_minutes
-        due = [m for m in sorted(marks) if m not in {c["minutes"] for c in self.checkpoints}
-               and self.training_seconds() >= 60 * m]
-        if final and marks:
-            due.append(None)  # the end of the run, wherever the clock stands
-        for mark in due:
-            seconds = self.training_seconds()
+        seconds = self.training_seconds()
+        for mark in due_minute_marks(self.config.eval_at_minutes, self.checkpoints, seconds, final):
             self.checkpoints.append({"minutes": round(seconds / 60, 3) if mark is None else mark, "final": mark is None,
-                                     "update": self.update, "train_seconds": seconds, **self.evaluate_splits()})
-        if due:
-            self._write_jsonl("checkpoints.jsonl", self.checkpoints)
-
-    @torch.no_grad()
-    def evaluate_splits(self) -> dict:
-        """Greedy pass rates (overall and per family) on ``eval_split``'s prompts and on the same
-        prompts in unseen phrasings: ``{split: {"pass_rate", "pass_rate_per_task"}}``."""
-        unseen = [r for r in tasks.load_split(tasks.UNSEEN_SPLIT)
-                  if not getattr(self.config, evaluated_field(self.config))
-                  or r.family in getattr(self.config, evaluated_field(self.config))]
-        out = {}
-        for name, records in ((self.config.eval_split, self.eval_records),
-                              (tasks.UNSEEN_SPLIT, balanced_subset(unseen, self.config.eval_prompts))):
-            self.policy.eval()
-            answers = greedy_answers(self.bundle, [r.prompt for r in records], self.config.max_new_tokens,
-                                     packed=self.config.packed_cpu_linears, decode_loop=self.config.decode_loop)
-            passed = [tasks.check(r, a).passed for r, a in zip(records, answers)]
-            out[name] = heldout_pass_rates(self.config, records, passed)
-        self.policy.train()
-        return out
+                                     "update": self.update, "train_seconds": seconds,
+                                     **evaluate_splits(self.bundle, self.config, self.eval_records)})
+            self._write_jsonl("checkpoints.jsonl", self.checkpoints)  # each one kept as soon as it is measured
 
     def _evaluate_and_keep_best(self) -> None:
         """Evaluate; when the pass rate beats every earlier one, save this policy as ``best_policy/``."""
@@ -558,17 +591,7 @@ class PPOTrainer:
                         f"({self.training_seconds() / 60:.1f} min)")
             self.log(finished)
         self._minute_checkpoints(final=True)
-        summary = {"updates": self.update, "stop": str(self.stop) if self.stop else None, "finished": finished,
-                   "training_minutes": self.training_seconds() / 60,
-                   "pass_rate_before": self.evals[0]["pass_rate"], "pass_rate_after": self.evals[-1]["pass_rate"],
-                   "world_size": self.world_size, "ranks_in_sync": params_in_sync(self.params),
-                   "engine": self.accelerator.distributed_type.value,
-                   "best": self.best, "checkpoint_update": self.checkpoint_update}
-        if self.checkpoints:
-            summary["checkpoints"] = self.checkpoints
-        if "answers" in self.evals[0] and "answers" in self.evals[-1]:
-            summary["task_outcomes"] = task_outcomes(self.eval_records, self.evals[0]["answers"],
-                                                     self.evals[-1]["answers"])
+        summary = run_summary(self, finished)
         if self.rank == 0:
             self.save_adapter()
             report.write_report(self.run_dir, cfg, self.history, self.evals, summary, self.bundle.manifest)

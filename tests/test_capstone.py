@@ -218,3 +218,48 @@ def test_noise_crossing_brackets_the_first_level_where_the_rising_arm_catches_up
     assert capstone.noise_crossing(levels)[:2] == (0.25, 0.75)
     assert capstone.noise_crossing(levels, rising="sft_full", falling="sft_ppo_checker") is None
     assert capstone.noise_crossing({"sft_ppo_checker": {0.0: [80]}, "sft_full": {0.0: [70]}}) is None
+
+
+def test_the_sign_test_counts_lopsided_splits_both_ways():
+    assert capstone.sign_test(9, 0) == pytest.approx(2 / 2 ** 9)  # the cross-level headline of design (f)
+    assert capstone.sign_test(0, 9) == capstone.sign_test(9, 0)
+    assert capstone.sign_test(3, 0) == pytest.approx(0.25)  # one level's three seeds can never reach 5%
+    assert capstone.sign_test(11, 1) == pytest.approx(2 * 13 / 2 ** 12)  # C(12,0) + C(12,1) = 13
+    assert capstone.sign_test(2, 2) == 1.0 and capstone.sign_test(0, 0) == 1.0
+    with pytest.raises(ValueError, match=">= 0"):
+        capstone.sign_test(-1, 3)
+
+
+def test_pooled_signs_add_the_seeds_of_several_paired_comparisons():
+    levels = [capstone.compare([50.0, 52.0, 49.0], [60.0, 61.0, 62.0]),  # behind in 3 of 3
+              capstone.compare([50.0, 52.0, 49.0], [50.0, 61.0, 40.0])]  # level, behind, ahead
+    pooled = capstone.pooled_signs(levels)
+    assert (pooled["positive"], pooled["negative"], pooled["ties"], pooled["n"]) == (1, 4, 1, 6)
+    assert pooled["p_value"] == pytest.approx(capstone.sign_test(1, 4))
+    with pytest.raises(ValueError, match="paired"):
+        capstone.pooled_signs([capstone.compare([1.0, 2.0, 3.0], [1.0])])
+
+
+def test_ppo_step_sizes_read_the_kl_penalty_and_the_clip_fraction_of_a_run(tmp_path):
+    import json
+
+    rows = [{"kl_per_sequence": 0.1 * u, "kl_coef": 0.02, "policy_clipfrac": 0.1 if u <= 2 else 0.04,
+             "score": u / 10} for u in range(1, 7)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    steps = capstone.ppo_step_sizes(tmp_path, window=2)
+    assert steps["updates"] == 6 and steps["kl_coef"] == 0.02
+    assert steps["kl_per_response_last"] == pytest.approx(0.55) and steps["beta_kl_last"] == pytest.approx(0.011)
+    assert steps["clipfrac_first"] == pytest.approx(0.1) and steps["clipfrac_last"] == pytest.approx(0.04)
+    assert steps["score_first"] == pytest.approx(0.15) and steps["score_last"] == pytest.approx(0.55)
+    (tmp_path / "metrics.jsonl").write_text("")
+    with pytest.raises(ValueError, match="no updates"):
+        capstone.ppo_step_sizes(tmp_path)
+
+
+def test_the_committed_checker_runs_pay_little_for_their_kl():
+    """Lesson 11 says the KL penalty does not bind for PPO on the checker (beta = 0.02): at the end of
+    every committed run it costs well under a tenth of a passing answer's reward of 1."""
+    runs = capstone.RUNS / "designs" / "learning"
+    for folder in sorted(runs.glob("f_sft_ppo_checker_noise*-seed*")) + sorted(runs.glob("sft_ppo_checker_nodemo-seed*")):
+        steps = capstone.ppo_step_sizes(folder)
+        assert steps["kl_coef"] == 0.02 and steps["beta_kl_last"] < 0.1, (folder.name, steps)

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from course_utils.machinery.paths import REPO_ROOT
+from course_utils.machinery.paths import EXAMPLE_RUNS
 
-RUNS = REPO_ROOT / "runs" / "example"
+RUNS = EXAMPLE_RUNS
 
 
 def load_measurements(folder: Path = RUNS) -> dict:
@@ -235,6 +235,58 @@ def compare(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> Comp
     df = se ** 4 / sum(v ** 2 / k for v, k in parts)
     t = t_quantile((1 + level) / 2, df)
     return Comparison(diff, se, df, t, diff - t * se, diff + t * se, int(max(a.size, b.size)), 0, 0, 0, False, level)
+
+
+def sign_test(positive: int, negative: int) -> float:
+    """Two-sided exact sign test: if every seed were a fair coin between the two arms, the chance of
+    a split at least as lopsided as ``positive`` against ``negative`` (ties left out),
+
+        p = min(1, 2 · Σ_{i ≤ min(positive, negative)} C(n, i) / 2^n),   n = positive + negative.
+
+    9 of 9 seeds one way: p = 2 / 2^9 = 0.0039; 3 of 3: p = 0.25, so one level's three seeds can
+    never pass it at 5%."""
+    if positive < 0 or negative < 0:
+        raise ValueError(f"counts must be >= 0, got {positive} and {negative}")
+    n = positive + negative
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(positive, negative) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def pooled_signs(comparisons: Sequence[Comparison]) -> dict:
+    """The sign counts of several paired comparisons (one per noise level, say) added up: seeds
+    where A was ahead, behind and level, and ``sign_test``'s p over them. Each level's interval
+    still speaks for that level alone; the pooled count asks only whether the direction holds."""
+    if not comparisons or not all(c.paired for c in comparisons):
+        raise ValueError("pooled_signs needs paired comparisons (the same seeds in both arms)")
+    positive = sum(c.positive for c in comparisons)
+    negative = sum(c.negative for c in comparisons)
+    return {"positive": positive, "negative": negative, "ties": sum(c.ties for c in comparisons),
+            "n": sum(c.n for c in comparisons), "p_value": sign_test(positive, negative)}
+
+
+def ppo_step_sizes(run: Path, window: int = 10) -> dict:
+    """What held a PPO run near its start, read from its ``metrics.jsonl`` (one line per update):
+    means over the first and the last ``window`` updates of
+
+        kl_per_response   KL(π ‖ π_ref) per answer (k1 summed over its tokens), nats
+        beta_kl           kl_coef · kl_per_response: the penalty in the reward's own units
+        clipfrac          the share of tokens whose probability ratio was clipped
+        score             the reward before the penalty (the checker's 0/1, or the reward model's score)
+
+    as ``{"updates", "kl_coef", "<measure>_first", "<measure>_last"}``."""
+    rows = [json.loads(line) for line in (Path(run) / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    if not rows:
+        raise ValueError(f"{run}: metrics.jsonl has no updates")
+    measures = {"kl_per_response": lambda r: r["kl_per_sequence"],
+                "beta_kl": lambda r: r["kl_coef"] * r["kl_per_sequence"],
+                "clipfrac": lambda r: r["policy_clipfrac"], "score": lambda r: r["score"]}
+    out = {"updates": len(rows), "kl_coef": rows[-1]["kl_coef"]}
+    for name, read in measures.items():
+        out[f"{name}_first"] = float(np.mean([read(r) for r in rows[:window]]))
+        out[f"{name}_last"] = float(np.mean([read(r) for r in rows[-window:]]))
+    return out
 
 
 def pooled_mcnemar(passed_a: Sequence[Sequence[bool]], passed_b: Sequence[Sequence[bool]]) -> dict:

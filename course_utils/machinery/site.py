@@ -31,12 +31,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from course_utils.machinery.paths import NOTEBOOKS_DIR, README, REPO_ROOT
+from course_utils.machinery.paths import EXAMPLE_RUNS, NOTEBOOKS_DIR, README, REPO_ROOT
 
 SITE_SOURCES = REPO_ROOT / "site"
 """The template, the stylesheet and the vendored scripts (``site/vendor/``, versions in its README)."""
 DEFAULT_OUT = REPO_ROOT / "build" / "site"
-EXAMPLE_RUNS = REPO_ROOT / "runs" / "example"
 COURSE = "PPO for RLHF"
 PLACEHOLDER_REPO = "https://github.com/OWNER/REPO"
 DEV_ONLY = {"jupyterlab", "nbval", "pytest", "hypothesis", "playwright"}
