@@ -332,6 +332,26 @@ def test_plot_score_vs_pass_draws_a_point_per_family_and_arrows():
     plt.close(fig)
 
 
+def test_plot_score_vs_pass_keeps_the_before_points_visible_and_names_what_moved():
+    # Issue 49 (week 8): grey points hid under blue ones and the families that moved had no label.
+    import matplotlib.pyplot as plt
+
+    before = {"moved": {"score": 0.4, "pass_rate": 0.4, "n": 10}, "same": {"score": 0.5, "pass_rate": 0.5, "n": 10}}
+    after = {"moved": {"score": 0.9, "pass_rate": 0.9, "n": 10}, "same": {"score": 0.5, "pass_rate": 0.5, "n": 10}}
+    fig = dg.plot_score_vs_pass(before, after)
+    ax = fig.axes[0]
+    rings = [line for line in ax.lines if line.get_marker() == "o" and line.get_markerfacecolor() == "white"]
+    dots = [line for line in ax.lines if line.get_marker() == "o" and line.get_markerfacecolor() != "white"]
+    assert len(rings) == len(dots) == 2
+    assert min(r.get_markersize() for r in rings) > max(d.get_markersize() for d in dots)  # a ring shows round a dot
+    arrows = [t for t in ax.texts if t.arrow_patch is not None]
+    assert len(arrows) == 1  # only the family that moved
+    texts = [t.get_text() for t in ax.texts if t.arrow_patch is None]
+    assert "moved: pass 40% → 90%" in texts and "same" in texts
+    assert ax.get_legend() is not None
+    plt.close(fig)
+
+
 # ---------------------------------------------------------------------------------------------
 # task_outcomes: learned vs hacked, per family
 # ---------------------------------------------------------------------------------------------

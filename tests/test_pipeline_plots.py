@@ -74,6 +74,21 @@ def test_the_overoptimisation_figure_gives_each_beta_one_colour_family_start_and
     assert "first evaluation (update 0)" in texts and "last evaluation" in texts
 
 
+def test_the_mean_line_is_a_mean_of_runs_and_stops_where_only_one_run_goes():
+    """Issue 49 (week 8): the β = 0.05 mean ended on a bin that held one seed's two mid-run
+    evaluations, so a single seed's excursion read as the mean of three."""
+    curves = {"b seed 0": {"sqrt_kl": [0, 1.0, 1.05, 1.1], "proxy": [0.9, 1.0, 1.0, 1.0], "gold": [46, 50, 50, 50]},
+              "b seed 1": {"sqrt_kl": [0, 1.0], "proxy": [0.9, 1.2], "gold": [46, 40]},
+              "b seed 2": {"sqrt_kl": [0, 1.0, 2.9, 3.0], "proxy": [0.9, 1.1, 2.0, 2.0], "gold": [46, 45, 20, 10]}}
+    fig = pp.plot_overoptimisation(curves, groups={label: "b" for label in curves}, mean_bins=3)
+    gold_ax = fig.axes[1]
+    mean = [line for line in gold_ax.lines if line.get_label() == "b: mean of its runs"][0]
+    # the last bin (√KL 2-3) holds seed 2 alone: not drawn
+    assert len(mean.get_xdata()) == 2 and max(mean.get_xdata()) < 2
+    # the middle bin: seed 0's three points count once, as their mean 50, next to 40 and 45
+    assert mean.get_ydata()[1] == pytest.approx((50 + 40 + 45) / 3)
+
+
 def test_the_arms_chart_draws_the_mean_and_standard_error_per_arm_and_set():
     arms = {"sft": {"test": [46, 45, 46], "test_unseen": [27, 28, 29]}, "sft_ppo": {"test": [58, 55, 52]}}
     fig = pp.plot_arms(arms, ceiling={"test": [63, 64, 62]})

@@ -287,6 +287,23 @@ def test_ratio_histograms_count_every_token_and_shade_the_band():
     assert "75% outside" in axes[1].get_title()  # 0.5, 1.3 and 2.0 of the four ratios
 
 
+def test_ratio_histograms_show_which_tokens_fall_inside_the_band_on_a_wide_log_axis():
+    # Issue 49 (week 9): over seven decades the band was a sliver behind a bar that straddled it.
+    ratios = {8: torch.tensor([1e-6, 3e-4, 0.05, 0.5, 0.79, 0.81, 0.95, 1.0, 1.0, 1.1, 1.19, 1.21, 2.5])}
+    ax = pl.plot_ratio_histograms(ratios, cliprange=0.2).get_axes()[0]
+    bars = [p for p in ax.patches if p.get_gid() == "ratios after 8 epochs" and p.get_height() > 0]
+    inside, outside = [], []
+    for bar in bars:
+        left, right = bar.get_x(), bar.get_x() + bar.get_width()
+        assert right <= 0.8 + 1e-9 or left >= 1.2 - 1e-9 or (left >= 0.8 - 1e-9 and right <= 1.2 + 1e-9)
+        (inside if 0.8 - 1e-9 <= left and right <= 1.2 + 1e-9 else outside).append(bar)
+    assert sum(b.get_height() for b in inside) == 6 and sum(b.get_height() for b in outside) == 7
+    assert {b.get_facecolor() for b in inside}.isdisjoint({b.get_facecolor() for b in outside})
+    edges = [line for line in ax.lines if line.get_gid() == "clip band edge"]
+    assert sorted(line.get_xdata()[0] for line in edges) == pytest.approx([0.8, 1.2])
+    assert all(line.get_zorder() > max(b.get_zorder() for b in bars) for line in edges)
+
+
 @pytest.mark.parametrize("bad", [{}, {1: torch.tensor([])}, {1: torch.tensor([1.0, 0.0])}])
 def test_ratio_histograms_reject_bad_input(bad):
     with pytest.raises(ValueError):

@@ -279,34 +279,52 @@ def per_family_score_and_pass(groups: Sequence[str], scores: Sequence[float],
 
 def plot_score_vs_pass(before: dict[str, dict], after: dict[str, dict] | None = None):
     """Mean reward (x) against checker pass rate (y), one point per task family; with ``after``,
-    an arrow from each family's point before training to its point after (pure: Figure out).
+    each family's point before training is a grey ring and its point after a blue dot inside or
+    away from it, with a curved arrow (off the diagonal) for every family that moved, and the label
+    of a family that moved names its pass rate before and after (pure: Figure out).
 
     Points far to the right of the diagonal are families where the reward pays for answers the
     checker fails: the room a policy has to raise its reward without getting better.
+    (Issue 49, week 8: grey points under blue ones, straight arrows on the diagonal and no label
+    at the start left the families that moved indistinguishable.)
     """
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     fig, ax = plt.subplots(figsize=(6.5, 5))
     ax.plot([0, 1], [0, 1], color="0.8", lw=1, zorder=0)
     labels: dict[tuple[float, float], list[str]] = {}  # families that end on the same point share a label
     for family, b in before.items():
-        ax.plot(b["score"], b["pass_rate"], "o", color="tab:gray")
-        end = b
+        start = (b["score"], b["pass_rate"])
+        if after is None:
+            ax.plot(*start, "o", color="tab:gray")
+            end = b
+        else:
+            ax.plot(*start, "o", mfc="white", mec="tab:gray", mew=1.5, ms=10, zorder=3)
+            end = after.get(family, b)
+        name = family
         if after is not None and family in after:
-            end = after[family]
-            ax.annotate("", xy=(end["score"], end["pass_rate"]), xytext=(b["score"], b["pass_rate"]),
-                        arrowprops=dict(arrowstyle="->", color="tab:blue"))
-            ax.plot(end["score"], end["pass_rate"], "o", color="tab:blue")
-        labels.setdefault((round(end["score"], 3), round(end["pass_rate"], 3)), []).append(family)
+            stop = (end["score"], end["pass_rate"])
+            if (round(stop[0], 3), round(stop[1], 3)) != (round(start[0], 3), round(start[1], 3)):
+                ax.annotate("", xy=stop, xytext=start, zorder=2,
+                            arrowprops=dict(arrowstyle="->", color="tab:blue", lw=1.2, shrinkA=6, shrinkB=4,
+                                            connectionstyle="arc3,rad=0.35"))
+                name = f"{family}: pass {b['pass_rate']:.0%} → {end['pass_rate']:.0%}"
+            ax.plot(*stop, "o", color="tab:blue", ms=5, zorder=4)
+        labels.setdefault((round(end["score"], 3), round(end["pass_rate"], 3)), []).append(name)
     for (x, y), names in labels.items():
-        ax.annotate("\n".join(names), (x, y), fontsize=7, xytext=(4, 3), textcoords="offset points",
-                    va="bottom")
+        right = x > 0.55  # the label goes to the open side of the diagonal, inside the axes
+        ax.annotate("\n".join(names), (x, y), fontsize=7, xytext=(-8, 2) if right else (6, 3),
+                    textcoords="offset points", va="bottom", ha="right" if right else "left")
     ax.set_xlabel("mean reward of the answers")
     ax.set_ylabel("checker pass rate")
     ax.set_xlim(-0.05, 1.1)
     ax.set_ylim(-0.05, 1.1)
-    ax.set_title("reward vs checker, per task family" + (" (grey: before, blue: after)" if after else ""),
-                 fontsize=10)
+    ax.set_title("reward vs checker, per task family", fontsize=10)
+    if after is not None:
+        ax.legend(handles=[Line2D([], [], ls="", marker="o", mfc="white", mec="tab:gray", mew=1.5, ms=10),
+                           Line2D([], [], ls="", marker="o", color="tab:blue", ms=5)],
+                  labels=["before training", "after training"], loc="upper left", fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig

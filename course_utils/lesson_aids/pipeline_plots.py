@@ -43,13 +43,25 @@ FAMILY_COLOURMAPS = ("Blues", "Oranges", "Greens", "Purples", "Reds", "Greys")
 """One colour family per group of runs (a β, say); the runs of a group are its shades."""
 
 
-def _binned_mean(xs: np.ndarray, ys: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray]:
-    """The mean of ``ys`` in ``bins`` equal-width bins of ``xs`` (empty bins left out): x at the
-    mean x of each bin's points, y at their mean y."""
+def _binned_mean(xs: np.ndarray, ys: np.ndarray, bins: int, runs: np.ndarray | None = None,
+                 min_runs: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """The mean over runs in ``bins`` equal-width bins of ``xs``: each run's points in a bin are
+    averaged first (x and y), then the runs' averages, so a run with more points in a bin does not
+    weigh more. ``runs[i]`` names the run of point i (default: every point its own run). A bin is
+    left out unless at least ``min_runs`` runs have a point in it (issue 49: week 8's mean of three
+    seeds ended on a bin that held one seed's two mid-run evaluations)."""
+    runs = np.arange(len(xs)) if runs is None else np.asarray(runs)
     edges = np.linspace(xs.min(), xs.max(), bins + 1)
     which = np.clip(np.digitize(xs, edges[1:-1]), 0, bins - 1)
-    keep = [b for b in range(bins) if (which == b).any()]
-    return (np.array([xs[which == b].mean() for b in keep]), np.array([ys[which == b].mean() for b in keep]))
+    mx, my = [], []
+    for b in range(bins):
+        owners = list(dict.fromkeys(runs[which == b]))
+        if not owners or len(owners) < min_runs:
+            continue
+        per_run = [((which == b) & (runs == o)) for o in owners]
+        mx.append(np.mean([xs[m].mean() for m in per_run]))
+        my.append(np.mean([ys[m].mean() for m in per_run]))
+    return np.array(mx), np.array(my)
 
 
 def plot_overoptimisation(curves: Mapping[str, Mapping[str, Sequence[float]]], start_gold: float | None = None,
@@ -62,9 +74,11 @@ def plot_overoptimisation(curves: Mapping[str, Mapping[str, Sequence[float]]], s
 
     ``groups[label]`` names the group of a run (runs of one β, for instance; default: each run its
     own group). Each group gets one colour family (``FAMILY_COLOURMAPS``), its runs the shades of it,
-    and, when it holds more than one run, a thick line: the mean of its runs' points in ``mean_bins``
-    equal bins of sqrt(KL). Every run's first evaluation is a hollow circle, its last a filled
-    square, so that a line that folds back on itself still shows where it ended. The legend sits
+    and, when it holds more than one run, a thick line: in each of ``mean_bins`` equal bins of
+    sqrt(KL), the mean over its runs of each run's mean there, drawn only in the bins that at least
+    two of its runs reach (a bin one run reaches alone is that run, not a mean). Every run's first
+    evaluation is a hollow circle, its last a filled square, so that a line that folds back on
+    itself still shows where it ended. The legend sits
     under the panels, off the data."""
     groups = dict(groups) if groups is not None else {label: label for label in curves}
     names = list(dict.fromkeys(groups.get(label, label) for label in curves))
@@ -86,7 +100,8 @@ def plot_overoptimisation(curves: Mapping[str, Mapping[str, Sequence[float]]], s
             for ax, key in ((proxy_ax, "proxy"), (gold_ax, "gold")):
                 xs = np.concatenate([np.asarray(curves[label]["sqrt_kl"], float) for label in runs])
                 ys = np.concatenate([np.asarray(curves[label][key], float) for label in runs])
-                mx, my = _binned_mean(xs, ys, mean_bins)
+                owner = np.concatenate([np.full(len(curves[label]["sqrt_kl"]), i) for i, label in enumerate(runs)])
+                mx, my = _binned_mean(xs, ys, mean_bins, runs=owner, min_runs=2)
                 ax.plot(mx, my, "-", color=cmap(0.95), lw=3, alpha=0.9, label=f"{group}: mean of its runs")
     if start_gold is not None:
         gold_ax.axhline(start_gold, color="grey", ls="--", lw=1, label="SFT start")

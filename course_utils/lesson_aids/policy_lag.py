@@ -229,11 +229,17 @@ def format_reuse_table(sweep: BatchReuse, digits: int = 4) -> str:
 
 def plot_ratio_histograms(ratios_by_epochs: Mapping[int, object], cliprange: float, bins: int = 40) -> Figure:
     """One histogram of the token ratios per epoch count, side by side on a shared log-scaled
-    x axis, with the clip band [1 - ε, 1 + ε] shaded.
+    x axis, with the clip band [1 - ε, 1 + ε] shaded and its edges drawn in front of the bars.
 
     ``ratios_by_epochs``: epoch count -> 1-D ratios of the real tokens (e.g. ``{1: sweep.ratios(1),
     4: sweep.ratios(4), 8: sweep.ratios(8)}``). Each panel's title gives the share of tokens
-    outside the band. Bars carry the gid ``"ratios after k epochs"``, the band ``"clip band"``.
+    outside the band. The band is one bin of its own and no bin straddles its edges, so every bar
+    is wholly inside the band (drawn in ``COLOURS["unclipped"]``, pale) or wholly outside it
+    (``COLOURS["penalty"]``); ``bins`` is about the number of bins outside the band, spread over the
+    log axis in proportion to each side's width. Bars carry the gid ``"ratios after k epochs"``, the
+    shaded band ``"clip band"``, its two edge lines ``"clip band edge"``.
+    (Week 9, issue 49: on an axis of seven decades the band was a grey sliver behind one bar that
+    straddled it, so no one could see which tokens fell inside.)
     """
     if not ratios_by_epochs:
         raise ValueError("ratios_by_epochs is empty: give at least one epoch count -> ratios")
@@ -243,17 +249,34 @@ def plot_ratio_histograms(ratios_by_epochs: Mapping[int, object], cliprange: flo
     for k, r in arrays.items():
         if r.size == 0 or not np.all(r > 0):
             raise ValueError(f"the ratios after {k} epochs must be a non-empty list of positive numbers")
-    low = min(1 - cliprange, *(r.min() for r in arrays.values())) * 0.95
-    high = max(1 + cliprange, *(r.max() for r in arrays.values())) * 1.05
-    edges = np.geomspace(low, high, bins + 1)
+    lower, upper = 1 - cliprange, 1 + cliprange
+    low = min(lower, *(r.min() for r in arrays.values())) * 0.95
+    high = max(upper, *(r.max() for r in arrays.values())) * 1.05
+    # Bins below and above the band in proportion to their log widths; the band itself is one bin.
+    below_width, above_width = np.log(lower / low) if lower > 0 else 0.0, np.log(high / upper)
+    n_below = max(1, round(bins * below_width / (below_width + above_width))) if lower > 0 else 0
+    n_above = max(1, bins - n_below)
+    below_edges = np.geomspace(low, lower, n_below + 1) if n_below else None
+    above_edges = np.geomspace(upper, high, n_above + 1)
     fig, axes = _new_figure(ncols=len(arrays), width=3.6, height=3.2, sharex=True, sharey=True)
     for ax, (k, r) in zip(axes[0], sorted(arrays.items())):
-        band = ax.axvspan(1 - cliprange, 1 + cliprange, color=COLOURS["band"], zorder=0,
-                          label=f"clip band [{1 - cliprange:.2f}, {1 + cliprange:.2f}]")
+        band = ax.axvspan(lower, upper, color=COLOURS["band"], zorder=0,
+                          label=f"clip band [{lower:.2f}, {upper:.2f}]")
         band.set_gid("clip band")
-        _, _, patches = ax.hist(r, bins=edges, color=COLOURS["unclipped"], alpha=0.85)
+        inside_band = np.abs(r - 1) <= cliprange
+        _, _, patches = ax.hist(r[inside_band], bins=[lower, upper], color=COLOURS["unclipped"],
+                                alpha=0.45, label="tokens inside the band")
         _tag(patches, f"ratios after {k} epochs")
-        outside = float(np.mean(np.abs(r - 1) > cliprange))
+        parts = [(r[~inside_band & (r > 1)], above_edges)]
+        if below_edges is not None:
+            parts.insert(0, (r[~inside_band & (r < 1)], below_edges))
+        for j, (values, side_edges) in enumerate(parts):
+            _, _, patches = ax.hist(values, bins=side_edges, color=COLOURS["penalty"], alpha=0.85,
+                                    label="tokens outside the band" if j == 0 else None)
+            _tag(patches, f"ratios after {k} epochs")
+        for edge in (lower, upper):
+            ax.axvline(edge, color="0.15", ls="--", lw=0.9, zorder=4, gid="clip band edge")
+        outside = float(np.mean(~inside_band))
         ax.set_xscale("log")
         ax.set_title(f"{k} epoch{'s' if k != 1 else ''}: {outside:.0%} outside the band", fontsize=10)
         ax.set_xlabel("ratio  π_θ / π_old (log scale)")
