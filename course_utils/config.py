@@ -230,11 +230,14 @@ class PPOConfig:
     """Minibatch steps taken on a rollout batch are skipped once the batch is older than this many
     optimizer steps (stale data); the count of skipped steps is logged."""
     target_kl: float = 0.0
-    """KL-based early stopping of an update's epochs (Spinning Up's ``target_kl``): before each
-    minibatch step the approximate KL to π_old is measured on that minibatch's forward, and once it
-    exceeds 1.5 x target_kl the rest of the update's steps are skipped (and counted in
-    ``kl_stop_steps_skipped``). 0 = off. Spinning Up's default is 0.01; it lets ``ppo_epochs`` be
-    an upper bound rather than a fixed reuse."""
+    """KL-based early stopping of an update's epochs: before each minibatch step the approximate KL
+    to π_old is measured on that minibatch's forward (the k3 estimate, ``ppo_math.approx_kl``, as
+    CleanRL's ``approx_kl``), and once it exceeds 1.5 x target_kl (Spinning Up's slack) the rest of the
+    update's steps are skipped (and counted in ``kl_stop_steps_skipped``). 0 = off. A hybrid: Spinning
+    Up compares its k1 estimate, mean(log π_old − log π), with 1.5 x target_kl (default 0.01); CleanRL
+    compares k3 with target_kl itself. On the same tokens k1 = k3 − (mean ratio − 1), so after steps
+    that lowered the mean ratio below 1, k1 is the larger and Spinning Up would stop sooner. It lets
+    ``ppo_epochs`` be an upper bound rather than a fixed reuse."""
     stop_hacking_patience: int = 0
     """Stop when the training reward rose but held-out pass rate did not improve for this many
     evaluations in a row (0 disables)."""
@@ -333,7 +336,7 @@ def value_problems(config: PPOConfig) -> list[str]:
     need(config.max_grad_norm >= 0, f"max_grad_norm must be >= 0, got {config.max_grad_norm}")
     need(config.max_rollout_age >= 0, f"max_rollout_age must be >= 0 optimizer steps (0 = only the first step "
          f"of each batch), got {config.max_rollout_age}")
-    need(config.target_kl >= 0, f"target_kl must be >= 0 (0 = no KL early stop; Spinning Up uses 0.01), got {config.target_kl}")
+    need(config.target_kl >= 0, f"target_kl must be >= 0 (0 = no KL early stop; Spinning Up's default is 0.01), got {config.target_kl}")
     need(config.prompt_sampling in PROMPT_SAMPLINGS,
          f"prompt_sampling must be one of {PROMPT_SAMPLINGS}, got {config.prompt_sampling!r}")
     need(config.prompt_sampling != "success_variance" or config.reward != "learned",

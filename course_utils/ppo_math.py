@@ -22,7 +22,15 @@ Conventions used everywhere
   output is exactly 0 there.
 * A row whose mask is all zero (an "empty response") contributes nothing: no NaN, no count.
   A whole batch whose mask is all zero has no tokens to average over, and the batch-level
-  statistics raise ``ValueError`` rather than return a silent NaN.
+  statistics raise ``ValueError`` rather than return a silent NaN. Zero-length responses
+  (``[B, 0]``) give empty per-token results.
+* One response may be passed as ``[T]`` (and its score as one number): it is computed as a batch
+  of one and returned in the shape given. Python lists and NumPy arrays of numbers are accepted
+  wherever a tensor is (float lists become torch's default dtype, float32); any other shape or
+  type is refused with a message naming the shape expected.
+* Settings are checked where they enter: a negative or NaN ``cliprange``, ``cliprange_value`` or
+  ``kl_coef`` (β), or a ``gamma``/``lam`` outside [0, 1], raises ``ValueError`` naming the argument
+  and its range. The checks are O(1) on Python numbers, so the trainer's loop pays nothing for them.
 * Log-probabilities are natural logs; KL values are in nats.
 * Losses are things to *minimise*; objectives are things to *maximise*; loss = -objective.
 """
@@ -69,9 +77,51 @@ __all__ = [
 # Input checks (shared by every function below)
 # ---------------------------------------------------------------------------------------------
 
+_SHAPES = "[B, T] (a batch of responses) or [T] (one response)"
+
+
+def _tensor(x, name: str = "x", values: bool = True) -> torch.Tensor:
+    """``x`` as a tensor: a tensor passes through untouched (no copy, no cost); a Python number, a
+    (nested) list or a NumPy array of numbers is converted, with ``values`` in a floating dtype
+    (a list of floats or ints becomes torch's default dtype, float32; a NumPy array keeps its own)."""
+    if isinstance(x, torch.Tensor):
+        return x
+    try:
+        t = torch.as_tensor(x)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"{name} must be a tensor, or a list of numbers, of shape {_SHAPES}; "
+                        f"got a {type(x).__name__} that is not numbers") from None
+    return t.to(torch.get_default_dtype()) if values and not t.is_floating_point() else t
+
+
+def _one_response(m: torch.Tensor, name: str) -> bool:
+    """True for one response ``[T]`` (the caller computes it as ``[1, T]``), False for ``[B, T]``;
+    any other number of dimensions is refused with the shapes expected."""
+    if m.dim() not in (1, 2):
+        raise ValueError(f"{name} has shape {tuple(m.shape)}; per-token inputs are {_SHAPES}")
+    return m.dim() == 1
+
+
+def _at_least_zero(value, name: str, meaning: str, finite: bool = False) -> None:
+    """Refuse a negative or NaN setting (and, with ``finite``, an infinite one), naming it and its range.
+
+    O(1) on a Python number, which is what the trainer passes; a tensor is read only when it is one
+    number on the CPU, so a setting held on a GPU never forces a device synchronisation."""
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1 or value.device.type != "cpu":
+            return
+        value = value.item()
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}") from None
+    if not number >= 0 or (finite and math.isinf(number)):  # `not >=` also catches NaN
+        raise ValueError(f"{name} must be a {'finite ' if finite else ''}number >= 0 ({meaning}), got {value}")
+
 
 def _as_bool_mask(x: torch.Tensor, mask: torch.Tensor, name: str = "x") -> torch.Tensor:
     """Check that ``mask`` matches ``x`` and holds only 0/1, and return it as a bool tensor."""
+    mask = _tensor(mask, "mask", values=False)
     if not isinstance(x, torch.Tensor) or not isinstance(mask, torch.Tensor):
         raise TypeError(
             f"{name} and mask must be torch tensors, got {type(x).__name__} and "
@@ -114,7 +164,11 @@ def masked_sum(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> t
     Shapes: ``x`` and ``mask`` are the same shape (usually ``[B, T]``).
     ``dim=None`` gives a scalar; ``dim=k`` sums along that dimension only.
     """
+    x = _tensor(x)
     m = _as_bool_mask(x, mask)
+    if dim is not None and not -x.dim() <= dim < max(x.dim(), 1):
+        raise ValueError(f"dim={dim} does not exist for x of shape {tuple(x.shape)}; "
+                         "for one response [T] use dim=None (its mean) or pass it as [1, T]")
     # where() rather than x * mask: inf * 0 would be nan and leak padding into the sum.
     kept = torch.where(m, x, torch.zeros((), dtype=x.dtype, device=x.device))
     return kept.sum() if dim is None else kept.sum(dim=dim)
@@ -130,6 +184,7 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> 
     * ``dim=1`` (or any ``dim``): one mean per slice, e.g. a per-response mean of shape ``[B]``.
       A slice with no real tokens (an all-padding row) gets the value 0, not NaN.
     """
+    x = _tensor(x)
     m = _as_bool_mask(x, mask)
     total = masked_sum(x, m, dim=dim)
     count = m.sum() if dim is None else m.sum(dim=dim)
@@ -150,6 +205,7 @@ def masked_var(x: torch.Tensor, mask: torch.Tensor, unbiased: bool = True) -> to
     This is the statistic of the tensor on *this* process only; for the statistic of a batch split
     across processes see ``global_masked_mean_var``.
     """
+    x = _tensor(x)
     m = _as_bool_mask(x, mask)
     n = m.sum()
     _count_or_raise(n, "masked_var")
@@ -188,6 +244,7 @@ def global_masked_mean_var(
     ``distributed=None`` means "use torch.distributed if it is initialised"; ``False`` forces
     the local statistic. ``group`` is the process group to reduce over (``None`` = all).
     """
+    x = _tensor(x)
     m = _as_bool_mask(x, mask)
     dtype = x.dtype if x.is_floating_point() else torch.float32
     zero = torch.zeros((), dtype=dtype, device=x.device)
@@ -236,6 +293,7 @@ def masked_whiten(
     Shapes: ``x``, ``mask`` and the result are ``[B, T]``; the result is 0 where mask is 0.
     Typical use: ``advantages = masked_whiten(advantages, mask)`` before the policy update.
     """
+    x = _tensor(x)
     m = _as_bool_mask(x, mask)
     mean, var = global_masked_mean_var(x, m, unbiased=unbiased, distributed=distributed, group=group)
     whitened = (x - mean) * torch.rsqrt(var + eps)
@@ -335,6 +393,7 @@ def kl_estimate(
     """
     if kind not in KL_ESTIMATORS:
         raise ValueError(f"unknown KL estimator {kind!r}; choose one of {KL_ESTIMATORS}")
+    logprobs, ref_logprobs = _tensor(logprobs, "logprobs"), _tensor(ref_logprobs, "ref_logprobs")
     if logprobs.shape != ref_logprobs.shape:
         raise ValueError(
             f"logprobs {tuple(logprobs.shape)} and ref_logprobs {tuple(ref_logprobs.shape)} "
@@ -397,6 +456,8 @@ def kl_penalty_rewards(
     Shapes: ``[B, T]`` in and out; 0 where mask is 0. Log its per-response sum as the
     "non-score reward", apart from the reward-model score.
     """
+    _at_least_zero(kl_coef, "kl_coef (β)", "the weight of the KL penalty; 0 switches it off", finite=True)
+    logprobs = _tensor(logprobs, "logprobs")
     m = _as_bool_mask(logprobs, mask, "logprobs")
     kl = kl_estimate(logprobs, ref_logprobs, kl_estimator, mask=m)
     return torch.where(m, -kl_coef * kl, torch.zeros((), dtype=kl.dtype, device=kl.device))
@@ -408,7 +469,10 @@ def last_token_index(mask: torch.Tensor) -> torch.Tensor:
     For a mask built as "up to and including the first EOS" this is the EOS position, or the last
     position ``T - 1`` for a response cut off without EOS.
     """
+    mask = _tensor(mask, "mask", values=False)
     m = mask.bool() if mask.dtype != torch.bool else mask
+    if m.shape[-1] == 0:  # zero-length responses: no real token in any row
+        return torch.full(m.shape[:-1], -1, dtype=torch.long, device=m.device)
     positions = torch.arange(m.shape[-1], device=m.device).expand_as(m)
     return torch.where(m, positions, torch.full_like(positions, -1)).max(dim=-1).values
 
@@ -435,6 +499,7 @@ def shaped_rewards(
     nothing). Unlike TRL, the score sits *on* the last real token (the EOS when there is one),
     not on the position after it.
     """
+    logprobs = _tensor(logprobs, "logprobs")
     m = _as_bool_mask(logprobs, mask, "logprobs")
     placed = score_on_last_token(scores, m)  # checks the shape of scores first
     return kl_penalty_rewards(logprobs, ref_logprobs, m, kl_coef, kl_estimator) + placed.to(logprobs.dtype)
@@ -539,11 +604,14 @@ def score_on_last_token(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tenso
     Shapes: ``scores [B]``, ``mask [B, T]`` -> ``[B, T]`` (float32 unless ``scores`` is wider).
     An all-padding row has no token to hold its score: the row stays 0.
     """
+    scores, mask = _tensor(scores, "scores"), _tensor(mask, "mask", values=False)
     m = mask.bool() if mask.dtype != torch.bool else mask
+    if _one_response(m, "mask"):  # [T] with its one score: computed as a batch of one, returned as [T]
+        return score_on_last_token(scores.reshape(-1), m[None])[0]
     if scores.dim() != 1 or scores.shape[0] != m.shape[0]:
         raise ValueError(
-            f"scores must have shape [batch] = [{m.shape[0]}], got {tuple(scores.shape)}; "
-            "squeeze the reward model's [B, 1] output"
+            f"scores must have shape [batch] = [{m.shape[0]}] (one score per response), got "
+            f"{tuple(scores.shape)}; squeeze the reward model's [B, 1] output"
         )
     last = last_token_index(m)
     rows = torch.nonzero(last >= 0).squeeze(-1)
@@ -573,8 +641,13 @@ def td_residuals(
     The response ends at its last real token (the EOS), so nothing is bootstrapped beyond it.
     Shapes: ``[B, T]`` in and out; 0 where mask is 0.
     """
+    if not 0.0 <= gamma <= 1.0:
+        raise ValueError(f"gamma must lie in [0, 1], got {gamma}")
+    rewards, values = _tensor(rewards, "rewards"), _tensor(values, "values")
     m = _as_bool_mask(rewards, mask, "rewards")
     _as_bool_mask(values, m, "values")
+    if _one_response(m, "rewards"):  # [T]: computed as a batch of one [1, T], returned as [T]
+        return td_residuals(rewards[None], values[None], m[None], gamma)[0]
     zero = torch.zeros((), dtype=rewards.dtype, device=rewards.device)
     delta = torch.where(m, rewards, zero) + gamma * _next_value(values, m) - torch.where(m, values, zero)
     return torch.where(m, delta, zero)
@@ -600,16 +673,20 @@ def masked_gae(
     """
     if not (0.0 <= gamma <= 1.0 and 0.0 <= lam <= 1.0):
         raise ValueError(f"gamma and lam must lie in [0, 1], got gamma={gamma}, lam={lam}")
+    rewards, values = _tensor(rewards, "rewards"), _tensor(values, "values")
     m = _as_bool_mask(rewards, mask, "rewards")
+    if _one_response(m, "rewards"):  # [T]: computed as a batch of one [1, T], returned as [T]
+        advantages, returns = masked_gae(rewards[None], values[None], m[None], gamma, lam)
+        return advantages[0], returns[0]
     delta = td_residuals(rewards, values, m, gamma)
     mf = m.to(delta.dtype)
-    advantage_next = torch.zeros_like(delta[:, 0])  # A_{T} = 0: nothing after the last position
+    advantage_next = delta.new_zeros(delta.shape[0])  # A_{T} = 0: nothing after the last position
     advantages_reversed = []
     for t in reversed(range(delta.shape[1])):
         # Multiplying by mf[:, t] keeps A = 0 on padding, so the carry restarts at each row's end.
         advantage_next = (delta[:, t] + gamma * lam * advantage_next) * mf[:, t]
         advantages_reversed.append(advantage_next)
-    advantages = torch.stack(advantages_reversed[::-1], dim=1)
+    advantages = torch.stack(advantages_reversed[::-1], dim=1) if advantages_reversed else delta.clone()  # T = 0
     zero = torch.zeros((), dtype=delta.dtype, device=delta.device)
     returns = torch.where(m, advantages + torch.where(m, values, zero), zero)
     return advantages, returns
@@ -623,6 +700,7 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.
     1 is a perfect critic, 0 is no better than predicting the mean, negative is worse than that.
     If the returns are constant (Var[R] = 0) the ratio is undefined and the result is NaN.
     """
+    values, returns = _tensor(values, "values"), _tensor(returns, "returns")
     m = _as_bool_mask(values, mask, "values")
     var_returns = masked_var(returns, m, unbiased=False)
     var_residual = masked_var(returns - values, m, unbiased=False)
@@ -646,6 +724,7 @@ def probability_ratio(logprobs: torch.Tensor, old_logprobs: torch.Tensor) -> tor
     stores, and because exp of their difference is well behaved: near r = 1 the difference is near
     0 and exp returns the ratio at full precision, never forming the probabilities themselves.
     """
+    logprobs, old_logprobs = _tensor(logprobs, "logprobs"), _tensor(old_logprobs, "old_logprobs")
     return torch.exp(logprobs - old_logprobs)
 
 
@@ -661,6 +740,7 @@ def clipped_objective_per_token(
     incentive to keep moving, it does not stop the ratio from moving.
     Accepts tensors or floats (broadcast together); returns a tensor.
     """
+    _at_least_zero(cliprange, "cliprange", "the clip band is [1 - cliprange, 1 + cliprange]; PPO usually uses 0.1-0.3")
     ratio = torch.as_tensor(ratio, dtype=torch.get_default_dtype()) if not torch.is_tensor(ratio) else ratio
     advantages = torch.as_tensor(advantages, dtype=ratio.dtype) if not torch.is_tensor(advantages) else advantages
     clipped_ratio = torch.clamp(ratio, 1.0 - cliprange, 1.0 + cliprange)
@@ -684,6 +764,8 @@ def clipped_surrogate(
 
     The mean is over all real tokens of the batch (token-level), like TRL. Shapes: ``[B, T]``.
     """
+    logprobs, old_logprobs = _tensor(logprobs, "logprobs"), _tensor(old_logprobs, "old_logprobs")
+    advantages = _tensor(advantages, "advantages")
     m = _as_bool_mask(logprobs, mask, "logprobs")
     zero = torch.zeros((), dtype=logprobs.dtype, device=logprobs.device)
     # Blank padding before exp(): garbage log-probs there must not overflow into the gradient.
@@ -693,7 +775,8 @@ def clipped_surrogate(
     loss = masked_mean(-objective, m)
     with torch.no_grad():
         clipped_chosen = (objective < ratio * adv).to(ratio.dtype)
-        clipfrac = masked_mean(clipped_chosen, m)
+        # A real token whose objective is NaN makes clipfrac NaN too, rather than count as "not clipped".
+        clipfrac = masked_mean(clipped_chosen.masked_fill(torch.isnan(objective), math.nan), m)
     return loss, clipfrac
 
 
@@ -713,6 +796,10 @@ def clipped_value_loss(
     Taking the max makes the loss pessimistic: the value head gets no credit for moving further
     than c from its rollout-time prediction. Shapes: ``[B, T]``.
     """
+    _at_least_zero(cliprange_value, "cliprange_value", "how far the value head may move from old_values; "
+                   "inf switches the clip off")
+    values, old_values, returns = (_tensor(t, n) for t, n in ((values, "values"), (old_values, "old_values"),
+                                                              (returns, "returns")))
     m = _as_bool_mask(values, mask, "values")
     zero = torch.zeros((), dtype=values.dtype, device=values.device)
     # Blank padding first: inf there would otherwise turn into NaN gradients through the square.
@@ -720,9 +807,12 @@ def clipped_value_loss(
     values_clipped = old_values + torch.clamp(values - old_values, -cliprange_value, cliprange_value)
     err_unclipped = (values - returns) ** 2
     err_clipped = (values_clipped - returns) ** 2
-    loss = 0.5 * masked_mean(torch.maximum(err_unclipped, err_clipped), m)
+    worst = torch.maximum(err_unclipped, err_clipped)
+    loss = 0.5 * masked_mean(worst, m)
     with torch.no_grad():
-        clipfrac = masked_mean((err_clipped > err_unclipped).to(values.dtype), m)
+        clipped_larger = (err_clipped > err_unclipped).to(values.dtype)
+        # A real token whose error is NaN makes clipfrac NaN too, rather than count as "not clipped".
+        clipfrac = masked_mean(clipped_larger.masked_fill(torch.isnan(worst), math.nan), m)
     return loss, clipfrac
 
 
@@ -737,6 +827,7 @@ def approx_kl(
     The tokens were sampled from π_old, so π_old is the first argument of ``kl_estimate``.
     ``kind="k2"`` gives TRL's ``0.5 · (log r)²``. A diagnostic only (no gradient is needed).
     """
+    logprobs = _tensor(logprobs, "logprobs")
     m = _as_bool_mask(logprobs, mask, "logprobs")
     return masked_mean(kl_estimate(old_logprobs, logprobs, kind, mask=m), m)
 
@@ -747,6 +838,7 @@ def ratio_stats(logprobs: torch.Tensor, old_logprobs: torch.Tensor, mask: torch.
     Values are 0-dim tensors; ``var`` is the population variance (divides by n). A ratio
     distribution that spreads out across epochs is the sign of policy lag (lesson 9).
     """
+    logprobs, old_logprobs = _tensor(logprobs, "logprobs"), _tensor(old_logprobs, "old_logprobs")
     m = _as_bool_mask(logprobs, mask, "logprobs")
     _count_or_raise(m.sum(), "ratio_stats")
     zero = torch.zeros((), dtype=logprobs.dtype, device=logprobs.device)
@@ -765,12 +857,14 @@ TARGET_KL_FACTOR = 1.5
 
 
 def past_target_kl(approx_kl_value: float, target_kl: float) -> bool:
-    """KL-based early stopping of an update's epochs (Spinning Up's PPO):
+    """KL-based early stopping of an update's epochs (Spinning Up's rule and slack):
 
         stop  <=>  target_kl > 0  and  approx_kl > TARGET_KL_FACTOR * target_kl
 
-    ``approx_kl_value`` is the approximate KL of the current policy to π_old (``approx_kl``, nats
-    per token) measured before a step; ``target_kl`` = 0 switches the rule off."""
+    ``approx_kl_value`` is the approximate KL of the current policy to π_old measured before a step;
+    the trainer passes ``approx_kl``'s k3 estimate (nats per token), where Spinning Up measures k1,
+    mean(log π_old − log π): the two differ by 1 − mean ratio (k1 = k3 − (r̄ − 1)). ``target_kl`` = 0
+    switches the rule off."""
     return target_kl > 0 and float(approx_kl_value) > TARGET_KL_FACTOR * target_kl
 
 

@@ -163,7 +163,8 @@ MEANINGS: dict[str, str] = {
     "over-optimisation": "the proxy reward still rising while the gold measure stops following it and falls",
     "proxy reward": "the reward PPO actually maximises, e.g. a learned reward model's score",
     "gold reward": "the measure we really care about, here the task checker standing in for human judgement",
-    "target KL": "the approximate KL to π_old past which an update's remaining steps are skipped (Spinning Up: 1.5 x target_kl)",
+    "target KL": "the approximate KL to π_old past which an update's remaining steps are skipped (here: k3 past 1.5 x target_kl; "
+                 "Spinning Up uses k1, CleanRL k3 past target_kl itself)",
     "rejection sampling": "sample several answers, keep only those a checker (or reward threshold) accepts; RAFT trains on the kept ones",
     "filtered SFT": "SFT on the demonstrations, or the model's own samples, that pass the checker: the strongest non-RL control",
     "RLOO": "REINFORCE leave-one-out: k answers per prompt, each answer's baseline is the mean score of the other k - 1",
@@ -178,7 +179,7 @@ MEANINGS_KO: dict[str, str] = {
     "reference model": "출발점(SFT) 정책을 고정해 둔 사본. KL 벌점은 이 모델과의 거리를 잽니다",
     "reward": "학습이 최대화하는 값. PPO-RLHF에서는 점수에 토큰별 KL 벌점을 더한 것입니다",
     "reward model": "응답 전체에 점수 하나를 매기는 고정된 모델",
-    "value head": "토큰 t부터 기대되는 리턴 V_t를 예측하는 부분. 어드밴티지의 기준선이 됩니다",
+    "value head": "토큰 t부터 기대되는 리턴 V_t를 예측하는 부분. 어드밴티지의 베이스라인(baseline)이 됩니다",
     "advantage": "행동의 결과가 value 헤드의 예상보다 얼마나 좋았는지: A = R - V",
     "TD residual": "δ_t = r_t + γ·V_{t+1} - V_t, 한 스텝 만에 드러난 예상과의 차이",
     "GAE": "A_t = δ_t + γλ·A_{t+1}. 마지막 실제 토큰에서부터 거꾸로 계산합니다",
@@ -200,7 +201,7 @@ MEANINGS_KO: dict[str, str] = {
     "replay buffer": "정책 외 학습 방법이 다시 쓰려고 모아 두는 과거 경험. PPO는 이것을 두지 않습니다",
     "policy lag": "현재 정책이, 학습 중인 배치를 샘플링한 정책보다 옵티마이저 스텝 몇 번만큼 앞서 나갔는지 "
                   "(롤아웃 나이와 같습니다. 업데이트마다 policy_lag_max로 기록합니다)",
-    "supervised fine-tuning": "사람이 작성한 시연 데이터로 학습하는 것. 정책의 출발점입니다",
+    "supervised fine-tuning": "글로 작성된 시연 데이터(모범 답안)로 학습하는 것. 정책의 출발점입니다",
     "frozen": "옵티마이저가 업데이트하지 않는 상태 (기준 모델, 보상 모델)",
     "human preference data": "두 응답 가운데 사람이 더 나은 쪽을 표시한 응답 쌍들",
     "reward hacking": "정책이 실제로 나아지지 않으면서 보상 모델의 점수만 끌어올리는 것",
@@ -247,7 +248,7 @@ MEANINGS_KO: dict[str, str] = {
     "proxy reward": "PPO가 실제로 최대화하는 보상. 예를 들어 학습된 보상 모델의 점수입니다",
     "gold reward": "우리가 정말로 원하는 평가. 이 강의에서는 사람의 판단을 대신하는 과제 채점기입니다",
     "target KL": "π_old와의 근사 KL이 이 기준을 넘으면 그 업데이트의 남은 스텝을 건너뜁니다 "
-                 "(Spinning Up: 1.5 x target_kl)",
+                 "(이 강좌: k3가 1.5 x target_kl을 넘을 때. Spinning Up은 k1, CleanRL은 k3를 target_kl 자체와 비교)",
     "rejection sampling": "답을 여러 개 샘플링한 뒤 채점기(또는 보상 임곗값)를 통과한 답만 남기는 방법. RAFT는 남긴 "
                           "답으로 학습합니다",
     "filtered SFT": "채점기를 통과한 시연 데이터나 모델 자신의 샘플로 하는 SFT: RL을 쓰지 않는 대조군 가운데 가장 "
