@@ -591,23 +591,42 @@ def plot_kl_estimators(exact_kl, means: Mapping[str, object], stds: Mapping[str,
     expectation of estimator ``k`` under the sampling policy (``[N]``) and ``stds[k]`` its
     per-sample standard deviation. Left panel: bias = mean - exact (gid "bias k1", ...); right
     panel: standard deviation (gid "std k1", ...). ``sampled_means`` adds Monte Carlo dots (the
-    bias of a sample mean, one dot per distribution); ``n_samples``, if given, goes in their legend.
+    bias of a sample mean, one dot per distribution, gid "sampled bias k1", ...); with
+    ``n_samples`` each dot gets a bar of ±2 standard errors, ±2·stds[k]/√n_samples (gid
+    "sampled bias k1 bars"), and the count goes in the legend. Lines that coincide stay visible:
+    k1 is drawn wide and pale under the others, k3 dashed, and each estimator's dots sit a few
+    points to the side of the others at the same KL.
     """
+    from matplotlib.transforms import offset_copy
+
+    styles = {"k1": {"lw": 3.5, "alpha": 0.5}, "k3": {"ls": "--"}}
     x = _to_numpy(exact_kl, "exact_kl")
     fig, axes = _new_figure(ncols=2, width=4.6)
     bias_ax, std_ax = axes[0]
-    for kind in means:
+    for i, kind in enumerate(means):
         colour = COLOURS.get(kind)
-        (line,) = bias_ax.plot(x, _to_numpy(means[kind], kind) - x, color=colour, label=kind)
+        style = {"lw": 1.5, **styles.get(kind, {})}
+        (line,) = bias_ax.plot(x, _to_numpy(means[kind], kind) - x, color=colour, label=kind, **style)
         line.set_gid(f"bias {kind}")
         if sampled_means is not None and kind in sampled_means:
-            dots = bias_ax.scatter(x, _to_numpy(sampled_means[kind], kind) - x, color=colour, s=12)
+            beside = offset_copy(bias_ax.transData, fig=fig, x=4.0 * (i - (len(means) - 1) / 2), units="points")
+            y = _to_numpy(sampled_means[kind], kind) - x
+            dots = bias_ax.scatter(x, y, color=colour, s=12, transform=beside, zorder=3)
             dots.set_gid(f"sampled bias {kind}")
-        (line,) = std_ax.plot(x, _to_numpy(stds[kind], kind), color=colour, label=kind)
+            half = 2.0 * _to_numpy(stds[kind], kind) / np.sqrt(n_samples) if n_samples else np.zeros_like(y)
+            if n_samples:
+                bars = bias_ax.vlines(x, y - half, y + half, color=colour, lw=1.0, alpha=0.8, transform=beside)
+                bars.set_gid(f"sampled bias {kind} bars")
+            # drawn beside their x, the dots and bars do not enter the autoscale by themselves
+            bias_ax.update_datalim(np.column_stack([np.r_[x, x], np.r_[y - half, y + half]]))
+            bias_ax.autoscale_view()
+        (line,) = std_ax.plot(x, _to_numpy(stds[kind], kind), color=colour, label=kind, **style)
         line.set_gid(f"std {kind}")
     if sampled_means is not None:  # one grey legend entry explains the dots of every colour
         what = f"mean of {n_samples:,} samples" if n_samples else "sampled mean"
         bias_ax.scatter([], [], color="0.4", s=12, label=f"dots: {what}")
+        if n_samples:
+            bias_ax.plot([], [], color="0.4", marker="|", ms=9, ls="none", label="bars: ±2 standard errors")
     bias_ax.axhline(0.0, color="0.5", lw=0.8)
     bias_ax.set_xlabel("exact KL(π ‖ π_ref), nats")
     bias_ax.set_ylabel("E[estimate] − KL")
