@@ -4,7 +4,8 @@ Each exercise is one function of the library (``ppo_math`` or ``rollout``). You 
 the same signature and the same return value, and ``check`` runs yours and the library's on a fixed
 set of cases: random batches at several shapes and seeds, plus the edge cases the lessons teach
 (padding after EOS, an EOS-only response, a truncated response, pad == eos, ratios on both sides of
-the clip band, float32 inputs, extreme values on the padding, ...). When a case differs, the message names the case, the first
+the clip band, float32 inputs, extreme values on the padding, inf and NaN on the padding, a batch whose
+real tokens are all equal, ...). When a case differs, the message names the case, the first
 position that differs, and, when it recognises it, the common mistake that gives exactly your output.
 
 In a notebook::
@@ -15,6 +16,11 @@ In a notebook::
 
 Also: ``hint(name)``, ``show_solution(name)`` (the library's own source) and ``EXERCISES`` (the names in
 lesson order, each with its week).
+
+Safe to feed anything: the learner's function runs under a time limit (``TIME_LIMIT_S`` per case,
+``check(..., time_limit=...)``), and an endless loop is stopped with a one-line message; the reference
+is the library as it was when this module was imported, so a notebook's ``ppo_math.masked_mean =
+my_masked_mean`` changes neither that exercise's reference nor the library functions that call it.
 
 Language: ``check(name, fn, lang="ko")`` and ``hint(name, lang="ko")`` give the verdict, the diagnosis,
 the hints and the cases' names in Korean (``LANGUAGES``; English is the default). The Korean texts
@@ -30,12 +36,14 @@ from __future__ import annotations
 
 import ast
 import contextvars
-import importlib
 import inspect
 import math
 import os
+import signal
 import textwrap
+import threading
 import traceback
+import types
 from collections import Counter
 from dataclasses import dataclass, field
 from html import escape
@@ -43,10 +51,48 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from course_utils import ppo_math
+from course_utils import ppo_math as _ppo_math_as_loaded
+from course_utils import rollout as _rollout_as_loaded
 
-__all__ = ["EXERCISES", "LANGUAGES", "CheckResult", "DisplayText", "DisplaySource", "check", "hint", "show_solution",
-           "stub"]
+__all__ = ["EXERCISES", "LANGUAGES", "TIME_LIMIT_S", "CheckResult", "DisplayText", "DisplaySource", "check", "hint",
+           "show_solution", "stub"]
+
+TIME_LIMIT_S = 10.0
+"""Seconds the learner's function may run on one case before check() stops it (the library takes
+milliseconds on every case; ``check(..., time_limit=...)`` sets another limit for one call)."""
+
+
+def _frozen(module: types.ModuleType, others: dict[str, types.ModuleType] | None = None) -> types.ModuleType:
+    """A copy of ``module`` as it is now: each of its functions is copied with a copy of the module's
+    namespace, taken now, as its globals. Assigning over a library function later (a notebook's
+    ``ppo_math.masked_mean = my_masked_mean``) then changes neither the reference of that exercise
+    nor the library functions that call it (``clipped_surrogate`` calls ``masked_mean``). Functions
+    the module imported from a module in ``others`` are taken from that module's frozen copy."""
+    frozen = types.ModuleType(module.__name__, module.__doc__)
+    namespace = frozen.__dict__
+    namespace.update(vars(module))
+    for key, value in list(namespace.items()):
+        if not isinstance(value, types.FunctionType):
+            continue
+        if value.__module__ == module.__name__:
+            copy = types.FunctionType(value.__code__, namespace, value.__name__, value.__defaults__,
+                                      value.__closure__)
+            copy.__kwdefaults__ = value.__kwdefaults__
+            copy.__qualname__, copy.__doc__ = value.__qualname__, value.__doc__
+            copy.__annotations__ = dict(value.__annotations__)
+            namespace[key] = copy
+        elif others and value.__module__ in others:
+            namespace[key] = getattr(others[value.__module__], value.__name__, value)
+    return frozen
+
+
+# The library as this module was imported (with the kit, in a lesson's first cell): the references of
+# check(), and what the deliberately wrong versions below are built from.
+ppo_math = _frozen(_ppo_math_as_loaded)
+_LIBRARY: dict[str, types.ModuleType] = {
+    ppo_math.__name__: ppo_math,
+    _rollout_as_loaded.__name__: _frozen(_rollout_as_loaded, {ppo_math.__name__: ppo_math}),
+}
 
 LANGUAGES = ("en", "ko")
 """The languages of check()'s and hint()'s messages (``lang=``)."""
@@ -137,27 +183,34 @@ class DisplaySource(DisplayText):
 # ---------------------------------------------------------------------------------------------
 
 
-def check(name: str, fn: Callable[..., Any], lang: str = "en") -> CheckResult:
+def check(name: str, fn: Callable[..., Any], lang: str = "en", time_limit: float | None = None) -> CheckResult:
     """Run your ``fn`` and the library's ``name`` on every case of the exercise and compare.
 
-    Never raises because of your code (errors inside ``fn`` are reported in the message); raises
-    ``ValueError`` only for an unknown ``name`` or ``lang``. ``lang``: the message's language.
+    Never raises because of your code (errors inside ``fn`` are reported in the message, and a call
+    that runs longer than ``time_limit`` seconds, ``TIME_LIMIT_S`` by default, is stopped and reported
+    as a likely endless loop); raises ``ValueError`` only for an unknown ``name`` or ``lang`` or a
+    ``time_limit`` that is not a positive number. ``lang``: the message's language.
     """
+    limit = TIME_LIMIT_S if time_limit is None else time_limit
+    if not isinstance(limit, (int, float)) or not limit > 0:
+        raise ValueError(f"time_limit must be a number of seconds > 0 (math.inf: no limit), got {time_limit!r}")
     token = _in_language(lang)
     try:
-        return _check(name, fn)
+        return _check(name, fn, float(limit))
     finally:
         _LANG.reset(token)
 
 
-def _check(name: str, fn: Callable[..., Any]) -> CheckResult:
+def _check(name: str, fn: Callable[..., Any], limit: float) -> CheckResult:
     exercise = _exercise(name)
     if not callable(fn):
         return CheckResult(name, False, _say("not_callable", name=name, kind=type(fn).__name__))
     cases = exercise.cases()
     failures: list[_Failure] = []
     for position, case in enumerate(cases):
-        failure = _run_case(exercise, case, fn)
+        failure = _run_case(exercise, case, fn, limit)
+        if failure is not None and failure.timed_out:  # the cases after it would hang as well: stop here
+            return CheckResult(name, False, _timeout_message(exercise, failure, limit))
         if failure is not None and failure.not_implemented and position == 0:
             return CheckResult(name, False, _not_attempted_message(exercise), attempted=False)
         if failure is not None:
@@ -231,6 +284,7 @@ class _Case:
     args: tuple
     kwargs: dict = field(default_factory=dict)
     note: str = ""
+    non_finite_padding: bool = False  # the padding holds inf and NaN: reading it shows as NaN in the result
 
     def fresh(self) -> tuple[list, dict]:
         # Every run gets its own copies, so a function that edits its inputs cannot affect another run.
@@ -259,8 +313,8 @@ class _Exercise:
     stub_imports: str = "import torch"
 
     def reference(self) -> Callable[..., Any]:
-        # Imported on use: the module may be heavy, and the library stays the one source of truth.
-        return getattr(importlib.import_module(self.module), self.name)
+        # The library as it was when this module was imported, whatever a notebook assigned over it since.
+        return getattr(_LIBRARY[self.module], self.name)
 
     @property
     def qualname(self) -> str:
@@ -309,9 +363,10 @@ class _Failure:
     real_tokens_only: bool = False  # ... on the real tokens only (the padding is wrong as well)
     hints: list[str] = field(default_factory=list)    # hints when no known mistake matches
     not_implemented: bool = False
+    timed_out: bool = False
 
 
-def _run_case(exercise: _Exercise, case: _Case, fn: Callable) -> _Failure | None:
+def _run_case(exercise: _Exercise, case: _Case, fn: Callable, limit: float = math.inf) -> _Failure | None:
     """Compare ``fn`` with the library on one case; None when they agree."""
     expected, ref_input = _call(exercise.reference(), exercise, case)
     args, kwargs = case.fresh()
@@ -319,8 +374,10 @@ def _run_case(exercise: _Exercise, case: _Case, fn: Callable) -> _Failure | None
     grad_input = _requires_grad(exercise, args, kwargs)
     try:
         with torch.enable_grad():
-            actual = fn(*args, **kwargs)
-    except Exception as exc:  # anything the learner's code raises becomes part of the message
+            actual = _call_with_time_limit(fn, args, kwargs, limit)
+    except _TimeLimit:
+        return _Failure(case, _describe_call(exercise, case), _Difference("timeout", []), timed_out=True)
+    except (Exception, SystemExit) as exc:  # anything the learner's code raises becomes part of the message
         difference = _error_difference(exercise, exc, fn)
         return _Failure(case, _describe_call(exercise, case), difference, hints=[difference.hint],
                         not_implemented=isinstance(exc, NotImplementedError))
@@ -336,6 +393,81 @@ def _run_case(exercise: _Exercise, case: _Case, fn: Callable) -> _Failure | None
     failure = _Failure(case, _describe_call(exercise, case), difference)
     _diagnose(exercise, failure, expected, actual)
     return failure
+
+
+class _TimeLimit(BaseException):
+    """Raised inside the learner's function when its time is up. A BaseException (like
+    KeyboardInterrupt), so that a learner's ``except Exception:`` cannot swallow it."""
+
+
+def _on_alarm(signum, frame):
+    raise _TimeLimit
+
+
+def _call_with_time_limit(fn: Callable, args: list, kwargs: dict, limit: float) -> Any:
+    """``fn(*args, **kwargs)``, stopped with ``_TimeLimit`` after ``limit`` seconds.
+
+    Two ways, chosen for what they leave behind. On the main thread of Linux and macOS, where a
+    Jupyter kernel and a plain Python session run a cell, an interval timer (``signal.setitimer``)
+    raises _TimeLimit inside the learner's function at its next line of Python (a ``time.sleep`` is
+    woken too): the function unwinds like any exception, its ``with`` blocks and ``finally`` clauses
+    run, nothing keeps running behind the cell, and the handler and timer that were there before are
+    put back, so the kernel is left as it was. Where that cannot be used (Windows, a thread other than
+    the main one, or an interval timer already running that belongs to someone else), the function
+    runs in a daemon worker thread: check() waits for it until the deadline, then raises _TimeLimit
+    in it (``PyThreadState_SetAsyncExc``), which also takes effect at its next line of Python.
+    Neither way can cut short a single C call that never returns, only Python code, which is where
+    an endless loop in an exercise is.
+    """
+    if not math.isfinite(limit):
+        return fn(*args, **kwargs)
+    if _alarm_is_free():
+        previous = signal.signal(signal.SIGALRM, _on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, limit)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
+    return _call_in_worker(fn, args, kwargs, limit)
+
+
+def _alarm_is_free() -> bool:
+    return (hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+            and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0))
+
+
+def _call_in_worker(fn: Callable, args: list, kwargs: dict, limit: float) -> Any:
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            with torch.enable_grad():  # autograd's mode is per thread
+                box["result"] = fn(*args, **kwargs)
+        except BaseException as exc:  # handed to the caller's thread below
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, name="exercise-check", daemon=True)
+    worker.start()
+    try:
+        worker.join(limit)
+    finally:  # the deadline passed, or Ctrl-C while waiting: stop the learner's function either way
+        if worker.is_alive():
+            _raise_in_thread(worker, _TimeLimit)
+    if worker.is_alive() or isinstance(box.get("error"), _TimeLimit):
+        raise _TimeLimit
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
+def _raise_in_thread(thread: threading.Thread, exc_type: type[BaseException]) -> None:
+    try:
+        import ctypes
+
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(exc_type))
+    except Exception:  # not CPython: the daemon thread runs on until the kernel ends, the check still answers
+        pass
 
 
 def _say_which_position(exercise: _Exercise, case: _Case, difference: _Difference) -> None:
@@ -384,9 +516,18 @@ def _changed_inputs(exercise: _Exercise, args: list, kwargs: dict, before_args: 
     names = list(inspect.signature(exercise.reference()).parameters)
     pairs = [*zip(names, args, before_args), *((k, kwargs[k], before_kwargs[k]) for k in kwargs)]
     for name, after, before in pairs:
-        if torch.is_tensor(after) and not torch.equal(after.detach(), before):
+        if torch.is_tensor(after) and not _same_values(after.detach(), before):
             return _Difference("inplace", [_say("in_place", name=name)], hint=_HINT_IN_PLACE)
     return None
+
+
+def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Same shape, dtype and values, a NaN equal to a NaN (some cases hold NaN on the padding)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if not a.is_floating_point():
+        return torch.equal(a, b)
+    return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -505,6 +646,10 @@ def _diagnose(exercise: _Exercise, failure: _Failure, expected: Any, actual: Any
         return
     k = difference.element
     target = _element(expected, k)
+    if failure.case.non_finite_padding and _non_finite_where_finite(_element(actual, k), target):
+        # Whatever the exact code, a result that turns NaN only when the padding holds inf or NaN read it.
+        failure.hints = [_HINT_READS_PADDING]
+        return
     tol = _tolerance(target.dtype, loose=True)
     real = _real_positions(exercise, failure.case, target)
     wrong_outputs = [_run_wrong(mistake.wrong, failure.case) for mistake in exercise.mistakes]
@@ -539,6 +684,12 @@ def _real_positions(exercise: _Exercise, case: _Case, target: torch.Tensor) -> t
     return mask.bool()
 
 
+def _non_finite_where_finite(mine: Any, target: torch.Tensor) -> bool:
+    if not torch.is_tensor(mine) or mine.shape != target.shape:
+        return False
+    return bool((~torch.isfinite(mine.detach().double()) & torch.isfinite(target.detach().double())).any())
+
+
 def _pattern_hints(mine: Any, target: torch.Tensor, real: torch.Tensor | None, tol: tuple[float, float]) -> list[str]:
     if not torch.is_tensor(mine) or mine.shape != target.shape:
         return []
@@ -558,6 +709,14 @@ def _pattern_hints(mine: Any, target: torch.Tensor, real: torch.Tensor | None, t
 
 def _not_attempted_message(exercise: _Exercise) -> str:
     return _say("not_attempted", name=exercise.name, quoted=repr(exercise.name))
+
+
+def _timeout_message(exercise: _Exercise, failure: _Failure, limit: float) -> str:
+    lines = [_say("timed_out", name=exercise.name, seconds=f"{limit:g}"), "",
+             _say("case_line", case=_tr(failure.case.name), call=failure.call)]
+    if failure.case.note:
+        lines.append(_say("this_case", note=_tr(failure.case.note)))
+    return "\n".join([*lines, _say("hint_line", hint=_say("hint_endless_loop"))])
 
 
 def _failure_message(exercise: _Exercise, failures: list[_Failure], n_cases: int) -> str:
@@ -705,6 +864,17 @@ _HINT_BOOTSTRAP = ("V_{t+1} = 0 after the last real token: the episode ends at t
 _HINT_ROLL = ("torch.roll wraps around: the last column's V_{t+1} became V_0 of the same row. Shift by "
               "appending a column of zeros instead (torch.cat([v[:, 1:], zeros], dim=1)).")
 _HINT_NEVER_CLIPPED = "You never clipped: the clipped term never takes part, so large moves are not limited."
+_HINT_READS_PADDING = ("Your function read the padding: here it holds inf and NaN, as a real batch can (the log-prob "
+                       "of a token the sampler banned is -inf; a value computed on garbage can overflow), and your "
+                       "result is NaN or inf where the library's is finite. Multiplying by the mask does not remove "
+                       "such values (inf * 0 = NaN, NaN * 0 = NaN): select with torch.where(mask.bool(), x, 0.0) "
+                       "before computing, as the library does.")
+_HINT_NO_EPS = ("Add eps inside the square root: (x - mean) / sqrt(var + eps). When every real token holds the same "
+                "value (advantages that are all 0, as a batch whose scores are all 0 can give), the variance is 0 and, "
+                "without eps, the whitening divides 0 by 0 (NaN).")
+_HINT_SURROGATE_PROBABILITIES = ("exp() of each log-prob underflows to 0 for very unlikely tokens (log-probs near "
+                                 "-110 in float32), and 0 / 0 = NaN: compute the ratio from the difference of the "
+                                 "log-probs, exp(logprobs - old_logprobs).")
 
 _EXCEPTION_HINTS: tuple[tuple[str, str], ...] = (
     ("tensors used as indices",
@@ -747,6 +917,22 @@ def _zero_padding(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.where(mask.bool(), x, torch.zeros((), dtype=x.dtype))
 
 
+def _times_mask(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """x * mask: 0 on the padding where x is finite there, NaN where it holds inf or NaN (inf * 0)."""
+    return x * mask.to(x.dtype)
+
+
+def _non_finite(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``x`` with inf, NaN and -inf in turn on the padding; the real tokens keep their values."""
+    filler = torch.tensor([math.inf, math.nan, -math.inf], dtype=x.dtype)[torch.arange(x.numel()) % 3]
+    return torch.where(mask.bool(), x, filler.reshape(x.shape))
+
+
+_NON_FINITE_NOTE = ("the padding holds inf, NaN and -inf, as a real batch can (the log-prob of a token the sampler "
+                    "banned is -inf; a value computed on garbage can overflow): a correct function never reads it, and "
+                    "x * mask does not remove it (inf * 0 = NaN)")
+
+
 # The standard batches: (name, seed, width, lengths, dtype, note). The inputs are random everywhere,
 # padding included (garbage there on purpose: a correct implementation never reads it), and the
 # lengths differ inside every batch, so a mean that counts the padding, or a recursion that leaks
@@ -771,6 +957,16 @@ def _batch_case(name: str, seed: int, width: int, lengths: Sequence[int], make: 
                 **kwargs: Any) -> _Case:
     args, made_kwargs = make(_generator(seed), _mask(lengths, width, mask_dtype), dtype)
     return _Case(name, args, {**made_kwargs, **kwargs}, note)
+
+
+def _non_finite_case(name: str, seed: int, width: int, lengths: Sequence[int], make: _MakeArgs,
+                     dtype: torch.dtype = DT, **kwargs: Any) -> _Case:
+    """A standard batch whose float [B, T] inputs hold inf, NaN and -inf on the padding."""
+    mask = _mask(lengths, width)
+    args, made_kwargs = make(_generator(seed), mask, dtype)
+    args = tuple(_non_finite(a, mask) if torch.is_tensor(a) and a is not mask and a.shape == mask.shape
+                 and a.is_floating_point() else a for a in args)
+    return _Case(name, args, {**made_kwargs, **kwargs}, _NON_FINITE_NOTE, non_finite_padding=True)
 
 
 def _batch_cases(make: _MakeArgs) -> list[_Case]:
@@ -917,6 +1113,7 @@ def _td_cases() -> list[_Case]:
     return _batch_cases(make) + [
         _batch_case("γ = 1 (as in language-model PPO)", 7, 6, (6, 4, 2), make_gamma_one),
         _Case("the lesson's example", (rewards, values, mask, 1.0), note=_LESSON_NOTE),
+        _non_finite_case("non-finite values on the padding", 8, 6, (6, 3, 1), make),
     ]
 
 
@@ -949,6 +1146,13 @@ def _wrong_td_sign(rewards, values, mask, gamma):
     return -ppo_math.td_residuals(rewards, values, mask, gamma)
 
 
+def _wrong_td_times_mask(rewards, values, mask, gamma):
+    """The padding removed by multiplying with the mask: NaN where it holds inf or NaN."""
+    v = _times_mask(values, mask)
+    next_v = torch.cat([v[:, 1:], torch.zeros_like(v[:, :1])], dim=1)
+    return _times_mask(rewards + gamma * next_v - v, mask)
+
+
 _TD_MISTAKES = (
     _Mistake(_HINT_BOOTSTRAP, _wrong_td_bootstraps_from_padding),
     _Mistake(_HINT_ROLL, _wrong_td_roll),
@@ -959,6 +1163,7 @@ _TD_MISTAKES = (
              "target (V_t is not subtracted).", _wrong_td_returns_target),
     _Mistake("The sign is reversed: δ_t = r_t + γ·V_{t+1} - V_t (what happened minus what was expected).",
              _wrong_td_sign),
+    _Mistake(_HINT_READS_PADDING, _wrong_td_times_mask),
 )
 
 
@@ -971,6 +1176,7 @@ def _gae_cases() -> list[_Case]:
         _Case("the lesson's walk-through (γ = 1, λ = 0.95)", (rewards, values, mask, 1.0, 0.95), note=_LESSON_NOTE),
         _batch_case("λ = 0 (A = δ)", 8, 6, (6, 3, 5), make(0.95, 0.0)),
         _batch_case("λ = 1 (reward-to-go minus V)", 9, 6, (6, 3, 5), make(0.95, 1.0)),
+        _non_finite_case("non-finite values on the padding", 10, 6, (6, 4, 2), make(0.9, 0.7)),
     ]
 
 
@@ -1028,6 +1234,12 @@ def _wrong_gae_returns_reward_to_go(rewards, values, mask, gamma, lam):
     return advantages, reward_to_go
 
 
+def _wrong_gae_times_mask(rewards, values, mask, gamma, lam):
+    """δ and the carry masked by multiplying: a NaN on the padding is carried back into the real tokens."""
+    advantages = _carry(_wrong_td_times_mask(rewards, values, mask, gamma), mask, gamma * lam)
+    return advantages, _times_mask(advantages + values, mask)
+
+
 _GAE_MISTAKES = (
     _Mistake(_HINT_BOOTSTRAP, _wrong_gae_bootstraps_from_padding),
     _Mistake("Your recursion ran through the padding: A_{t+1} after the last real token must be 0, so the "
@@ -1042,6 +1254,7 @@ _GAE_MISTAKES = (
              _wrong_gae_returns_are_advantages),
     _Mistake("returns are R_t = A_t + V_t with the GAE advantage; the discounted reward-to-go equals it only at "
              "λ = 1.", _wrong_gae_returns_reward_to_go),
+    _Mistake(_HINT_READS_PADDING, _wrong_gae_times_mask),
 )
 
 
@@ -1056,6 +1269,8 @@ def _mean_cases() -> list[_Case]:
                     note="the mask may be bool as well as float (1.0 / 0.0)"),
         _batch_case("a row with no real tokens (dim=1)", 10, 4, (3, 0, 2), make, dim=1,
                     note="row 1 has no real token at all: its mean is 0, not NaN (0 / 0)"),
+        _non_finite_case("non-finite values on the padding", 11, 6, (6, 3, 1), make),
+        _non_finite_case("non-finite values on the padding (dim=1)", 12, 5, (5, 2, 4), make, dim=1),
     ]
 
 
@@ -1085,6 +1300,15 @@ def _wrong_mean_ignores_dim(x, mask, dim=None):
     return ppo_math.masked_mean(x, mask)
 
 
+def _wrong_mean_times_mask(x, mask, dim=None):
+    """(x * mask).sum() / mask.sum(): right as long as the padding holds finite numbers."""
+    m = mask.to(x.dtype)
+    if dim is None:
+        return _times_mask(x, mask).sum() / m.sum()
+    count = m.sum(dim)
+    return torch.where(count > 0, _times_mask(x, mask).sum(dim) / count.clamp(min=1), torch.zeros_like(count))
+
+
 _MEAN_MISTAKES = (
     _Mistake(_HINT_PADDING_COUNTED, _wrong_mean_counts_padding),
     _Mistake("You averaged every entry, padding values included: only the positions where mask is 1 may enter "
@@ -1095,6 +1319,7 @@ _MEAN_MISTAKES = (
     _Mistake("You returned the sum: divide it by the number of real tokens.", _wrong_mean_is_a_sum),
     _Mistake("With dim=1 the result is one mean per row, shape [B]; you returned a single number.",
              _wrong_mean_ignores_dim),
+    _Mistake(_HINT_READS_PADDING, _wrong_mean_times_mask),
 )
 
 
@@ -1105,12 +1330,24 @@ def _whiten_cases() -> list[_Case]:
     def make_zero_padding(gen, mask, dtype):
         return (_zero_padding(_normal(gen, mask.shape, dtype, mean=0.3), mask), mask.bool()), {}
 
+    def make_equal(value: float) -> _MakeArgs:
+        def make_equal_tokens(gen, mask, dtype):  # one value on every real token, garbage on the padding
+            x = torch.where(mask.bool(), torch.tensor(value, dtype=dtype), _normal(gen, mask.shape, dtype))
+            return (x, mask), {}
+        return make_equal_tokens
+
     return _batch_cases(make) + [
         _batch_case("shift_mean=False (rescale only)", 7, 6, (6, 4, 2), make, shift_mean=False),
         _batch_case("shift_mean=False, float32", 8, 7, (7, 3), make, torch.float32, shift_mean=False),
         _batch_case("unbiased=False", 9, 5, (5, 2, 4), make, unbiased=False),
         _batch_case("zeros on the padding (the lesson's batch)", 10, 10, (10, 6, 3, 2), make_zero_padding,
                     note="advantages from masked_gae hold 0 on the padding; those zeros must not be counted"),
+        _batch_case("every real token equal (all-zero advantages, float32)", 11, 6, (6, 4, 2), make_equal(0.0),
+                    torch.float32, note="every real token holds 0, as the advantages of a batch whose scores are all 0 "
+                                        "can: the variance is 0, and only eps keeps the result from being 0 / 0 = NaN"),
+        _batch_case("every real token equal (0.5), unbiased=False", 12, 5, (5, 3, 3), make_equal(0.5), unbiased=False,
+                    note="every real token holds 0.5: the variance is 0 again, here the population variance"),
+        _non_finite_case("non-finite values on the padding", 13, 7, (7, 4, 2), make),
     ]
 
 
@@ -1147,6 +1384,19 @@ def _wrong_whiten_divides_by_variance(x, mask, shift_mean=True, unbiased=True, e
     return _zero_padding(out, mask).to(x.dtype)
 
 
+def _wrong_whiten_without_eps(x, mask, shift_mean=True, unbiased=True, eps=1e-8, **_):
+    """(x - mean) / sqrt(var): 0 / 0 = NaN when every real token holds the same value."""
+    return ppo_math.masked_whiten(x, mask, shift_mean, unbiased, 0.0, distributed=False)
+
+
+def _wrong_whiten_times_mask(x, mask, shift_mean=True, unbiased=True, eps=1e-8, **_):
+    """Mean and variance from x * mask, divided by the number of real tokens, and × mask at the end."""
+    n = mask.to(x.dtype).sum()
+    mean = _times_mask(x, mask).sum() / n
+    var = (_times_mask(x - mean, mask) ** 2).sum() / (n - 1 if unbiased else n)
+    return _times_mask((x - mean) / torch.sqrt(var + eps) + (0.0 if shift_mean else mean), mask)
+
+
 _WHITEN_MISTAKES = (
     _Mistake("Your mean and variance counted the padding: compute both over the real tokens only (where mask "
              "is 1), then whiten.", _wrong_whiten_counts_padding),
@@ -1160,6 +1410,8 @@ _WHITEN_MISTAKES = (
              "where it was; x / std scales the mean too.", _wrong_whiten_scales_mean),
     _Mistake("Divide by the standard deviation sqrt(var + eps), not by the variance.",
              _wrong_whiten_divides_by_variance),
+    _Mistake(_HINT_NO_EPS, _wrong_whiten_without_eps),
+    _Mistake(_HINT_READS_PADDING, _wrong_whiten_times_mask),
 )
 
 
@@ -1178,6 +1430,7 @@ def _value_loss_cases() -> list[_Case]:
         _Case("value moves on both sides of the clip range", (values, old, returns, torch.ones(2, 6), 0.2),
               note="V - V_old from -0.5 to +0.5 with c = 0.2, returns on either side"),
         _batch_case("cliprange_value = 0.5", 7, 6, (6, 4, 1), lambda g, m, d: make(g, m, d, 0.5)),
+        _non_finite_case("non-finite values on the padding", 8, 6, (6, 3, 2), make),
     ]
 
 
@@ -1227,6 +1480,14 @@ def _wrong_value_clipfrac_outside_range(values, old_values, returns, mask, clipr
     return loss, ppo_math.masked_mean(((v - old).abs() > cliprange_value).to(v.dtype), m)
 
 
+def _wrong_value_loss_times_mask(values, old_values, returns, mask, cliprange_value):
+    clipped = old_values + torch.clamp(values - old_values, -cliprange_value, cliprange_value)
+    err, err_clipped = (values - returns) ** 2, (clipped - returns) ** 2
+    n = mask.to(values.dtype).sum()
+    loss = 0.5 * _times_mask(torch.maximum(err, err_clipped), mask).sum() / n
+    return loss, _times_mask((err_clipped > err).to(values.dtype), mask).sum() / n
+
+
 _VALUE_LOSS_MISTAKES = (
     _Mistake("The value loss has a factor 0.5 in front: loss = 0.5 · masked_mean(max((V - R)², (V_clip - R)²)).",
              _wrong_value_loss_without_half),
@@ -1240,6 +1501,7 @@ _VALUE_LOSS_MISTAKES = (
              "on old_values (you swapped them).", _wrong_value_loss_swaps_values),
     _Mistake("clipfrac counts the tokens where the clipped error is strictly the larger one, not every token "
              "with |V - V_old| > c.", _wrong_value_clipfrac_outside_range),
+    _Mistake(_HINT_READS_PADDING, _wrong_value_loss_times_mask),
 )
 
 
@@ -1319,6 +1581,10 @@ def _surrogate_cases() -> list[_Case]:
                 torch.where(pad, torch.tensor(-1000.0, dtype=dtype), old),
                 torch.where(pad, signs, adv), mask, cliprange), kwargs
 
+    def make_unlikely(gen, mask, dtype):
+        old = _normal(gen, mask.shape, dtype, mean=-110.0)
+        return (old + _normal(gen, mask.shape, dtype, std=0.3), old, _normal(gen, mask.shape, dtype), mask, 0.2), {}
+
     positive, negative = _ratio_rows(_BAND, (1.0, 0.5)), _ratio_rows(_BAND, (-1.0, -2.0))
     mixed = _ratio_rows(_BAND, (1.5, -0.7))
     return _batch_cases(make) + [
@@ -1332,6 +1598,11 @@ def _surrogate_cases() -> list[_Case]:
         _batch_case("extreme values on the padding", 8, 6, (6, 3, 1), make_extreme,
                     note="the padding holds log-probs of +1000 and -1000 (exp() of their difference is inf) "
                          "and advantages of ±50: a correct loss, and its gradient, never read them"),
+        _non_finite_case("non-finite values on the padding", 9, 6, (6, 4, 1), make),
+        _batch_case("very unlikely tokens (log-probs near -110, float32)", 10, 5, (5, 3), make_unlikely,
+                    torch.float32, note="far below any token that is ever sampled, but a robust ratio must not care: "
+                                        "exp(-110) is 0 in float32, so only the difference of the log-probs can be "
+                                        "exponentiated"),
     ]
 
 
@@ -1397,6 +1668,23 @@ def _wrong_clipfrac_outside_band(logprobs, old_logprobs, advantages, mask, clipr
     return loss, ppo_math.masked_mean(((ratio - 1).abs() > cliprange).to(ratio.dtype), m)
 
 
+def _wrong_surrogate_of_probabilities(logprobs, old_logprobs, advantages, mask, cliprange):
+    """r = exp(logprobs) / exp(old_logprobs): 0 / 0 = NaN where both underflow."""
+    m = mask.bool()
+    ratio = torch.exp(_zero_padding(logprobs, m)) / torch.exp(_zero_padding(old_logprobs, m))
+    adv = _zero_padding(advantages, m)
+    objective = ppo_math.clipped_objective_per_token(ratio, adv, cliprange)
+    return ppo_math.masked_mean(-objective, m), ppo_math.masked_mean((objective < ratio * adv).to(ratio.dtype), m)
+
+
+def _wrong_surrogate_times_mask(logprobs, old_logprobs, advantages, mask, cliprange):
+    ratio = torch.exp(_times_mask(logprobs - old_logprobs, mask))
+    objective = ppo_math.clipped_objective_per_token(ratio, advantages, cliprange)
+    n = mask.to(logprobs.dtype).sum()
+    loss = -_times_mask(objective, mask).sum() / n
+    return loss, _times_mask((objective < ratio * advantages).to(ratio.dtype), mask).sum() / n
+
+
 _SURROGATE_MISTAKES = (
     _Mistake("PPO takes the min of r·A and clip(r, 1 - ε, 1 + ε)·A (the pessimistic objective); yours takes "
              "the max.", _wrong_surrogate_max),
@@ -1415,6 +1703,8 @@ _SURROGATE_MISTAKES = (
     _Mistake("clipfrac counts the tokens where the clipped term was chosen (its objective strictly smaller "
              "than r·A). A ratio outside the band is not clipped when the advantage pulls it back inside.",
              _wrong_clipfrac_outside_band),
+    _Mistake(_HINT_SURROGATE_PROBABILITIES, _wrong_surrogate_of_probabilities),
+    _Mistake(_HINT_READS_PADDING, _wrong_surrogate_times_mask),
 )
 
 
@@ -1431,6 +1721,7 @@ def _kl_cases() -> list[_Case]:
 
     old = torch.tensor([[-0.4, -1.1, -0.7, -0.2, -0.9, 0.0, 0.0]], dtype=DT)  # week 5, section 1
     ref = torch.tensor([[-1.3, -2.7, -1.8, -2.2, -2.3, 0.0, 0.0]], dtype=DT)
+    padded = _mask((6, 3, 1), 6)
     return [
         _Case("k1 (seed 0, 4 x 7)", pair(0, (4, 7), DT), {"kind": "k1"}),
         _Case("k2 (seed 1, 4 x 7)", pair(1, (4, 7), DT), {"kind": "k2"}),
@@ -1443,6 +1734,9 @@ def _kl_cases() -> list[_Case]:
         _Case("the lesson's response (k1, with a mask)", (old, ref),
               {"kind": "k1", "mask": torch.tensor([[1] * 5 + [0] * 2])},
               note="week 5's example: log-ratios 0.9, 1.6, 1.1, 2.0, 1.4 on the real tokens"),
+        _Case("non-finite values on the padding (k3, with a mask)",
+              tuple(_non_finite(t, padded) for t in pair(9, (3, 6), DT)), {"kind": "k3", "mask": padded},
+              _NON_FINITE_NOTE, non_finite_padding=True),
     ]
 
 
@@ -1474,6 +1768,11 @@ def _wrong_kl_k3_exponent_sign(logprobs, ref_logprobs, kind="k1", mask=None):
     return torch.expm1(log_ratio) + log_ratio
 
 
+def _wrong_kl_times_mask(logprobs, ref_logprobs, kind="k1", mask=None):
+    estimate = ppo_math.kl_estimate(logprobs, ref_logprobs, kind)
+    return estimate if mask is None else _times_mask(estimate, mask)
+
+
 _KL_MISTAKES = (
     _Mistake("logprobs (the policy that sampled the tokens) comes first: lr = logprobs - ref_logprobs. Swapping "
              "the arguments flips the sign of k1 and turns k3 into exp(lr) - 1 - lr. If only your k3 is wrong, "
@@ -1485,6 +1784,7 @@ _KL_MISTAKES = (
     _Mistake("k2 is lr² / 2: keep the 1/2.", _wrong_kl_k2_without_half),
     _Mistake("k3 = exp(-lr) - 1 + lr: the exponent is MINUS the log-ratio (it is (ρ - 1) - log ρ with "
              "ρ = π_ref / π).", _wrong_kl_k3_exponent_sign),
+    _Mistake(_HINT_READS_PADDING, _wrong_kl_times_mask),
 )
 
 
@@ -1502,6 +1802,7 @@ def _shaped_cases() -> list[_Case]:
               note="5 real tokens, 2 padding positions, an int64 mask: the score lands on position 4"),
         _batch_case("the k3 estimator", 7, 6, (6, 4, 2), make, kl_estimator="k3"),
         _batch_case("kl_coef 0.5", 8, 5, (5, 3), lambda g, m, d: make(g, m, d, 0.5)),
+        _non_finite_case("non-finite values on the padding", 9, 6, (6, 4, 1), make),
     ]
 
 
@@ -1557,6 +1858,11 @@ def _wrong_rewards_ignore_estimator(scores, logprobs, ref_logprobs, mask, kl_coe
     return ppo_math.shaped_rewards(scores, logprobs, ref_logprobs, mask, kl_coef, "k1")
 
 
+def _wrong_rewards_times_mask(scores, logprobs, ref_logprobs, mask, kl_coef, kl_estimator="k1"):
+    penalties = _times_mask(-kl_coef * ppo_math.kl_estimate(logprobs, ref_logprobs, kl_estimator), mask)
+    return penalties + ppo_math.score_on_last_token(scores, mask).to(penalties.dtype)
+
+
 _SHAPED_MISTAKES = (
     _Mistake("The score belongs on the LAST real token (the EOS, or the last column of a truncated response), "
              "not on the first token.", _wrong_score_on_first_token),
@@ -1574,6 +1880,7 @@ _SHAPED_MISTAKES = (
              _wrong_score_overwrites_penalty),
     _Mistake("Pass kl_estimator on to the KL estimate (kl_estimate(..., kind=kl_estimator)): you always used k1.",
              _wrong_rewards_ignore_estimator),
+    _Mistake(_HINT_READS_PADDING, _wrong_rewards_times_mask),
 )
 
 

@@ -56,6 +56,11 @@ PHRASES: dict[str, dict[str, str]] = {
         "part_not_written": "A part of your function is not written yet (it raises NotImplementedError on this case).",
         "mask_value": "<{head} mask, real tokens per row: {counts}>",
         "a_kind": "a {kind}",
+        "timed_out": "failed: your {name} took more than {seconds} s on one case and was stopped: most likely an "
+                     "endless loop (the library takes milliseconds per case).",
+        "hint_endless_loop": "Check that every loop ends: a `while` whose condition never turns false (a counter that "
+                             "is never moved), or a loop over a list that grows while it runs. A loop over the time "
+                             "steps is `for t in reversed(range(T))`. The cases after this one were not run.",
     },
     "ko": {
         "not_callable": "실패: check({name!r}, ...)에는 작성한 함수 자체를 넘겨야 합니다(check({name!r}, {name})). "
@@ -104,6 +109,11 @@ PHRASES: dict[str, dict[str, str]] = {
         "part_not_written": "함수의 일부가 아직 작성되지 않았습니다(이 사례에서 NotImplementedError를 일으킵니다).",
         "mask_value": "<{head} mask, 행별 실제 토큰 수: {counts}>",
         "a_kind": "{kind} 값",
+        "timed_out": "실패: 작성한 {name} 함수가 한 사례에서 {seconds}초 넘게 실행되어 중단했습니다. 무한 루프일 "
+                     "가능성이 큽니다(라이브러리는 사례 하나를 밀리초 안에 끝냅니다).",
+        "hint_endless_loop": "모든 루프가 끝나는지 확인하세요. 조건이 끝내 거짓이 되지 않는 `while`(카운터를 움직이지 "
+                             "않음)이나, 도는 동안 길어지는 리스트를 도는 루프가 흔한 원인입니다. 시간 단계를 도는 "
+                             "루프는 `for t in reversed(range(T))`입니다. 이 사례 뒤의 사례들은 실행하지 않았습니다.",
     },
 }
 
@@ -410,4 +420,26 @@ KOREAN: dict[str, str] = {
         "k3 추정량",
     "kl_coef 0.5":
         "kl_coef 0.5",
+    "Your function read the padding: here it holds inf and NaN, as a real batch can (the log-prob of a token the sampler banned is -inf; a value computed on garbage can overflow), and your result is NaN or inf where the library's is finite. Multiplying by the mask does not remove such values (inf * 0 = NaN, NaN * 0 = NaN): select with torch.where(mask.bool(), x, 0.0) before computing, as the library does.":
+        "함수가 패딩을 읽었습니다. 이 사례의 패딩에는 실제 배치에서처럼 inf와 NaN이 들어 있고(샘플러가 금지한 토큰의 로그 확률은 -inf이고, 쓰레기 값으로 계산한 value는 오버플로할 수 있습니다), 라이브러리 결과가 유한한 곳에서 여러분의 결과는 NaN이나 inf입니다. 마스크를 곱해도 이런 값은 사라지지 않습니다(inf * 0 = NaN, NaN * 0 = NaN). 라이브러리처럼 계산 전에 torch.where(mask.bool(), x, 0.0)로 고르세요.",
+    "Add eps inside the square root: (x - mean) / sqrt(var + eps). When every real token holds the same value (advantages that are all 0, as a batch whose scores are all 0 can give), the variance is 0 and, without eps, the whitening divides 0 by 0 (NaN).":
+        "제곱근 안에 eps를 더하세요: (x - mean) / sqrt(var + eps). 모든 실제 토큰이 같은 값을 가지면(점수가 모두 0인 배치가 줄 수 있는, 전부 0인 어드밴티지처럼) 분산이 0이 되고, eps가 없으면 표준화가 0을 0으로 나눕니다(NaN).",
+    "exp() of each log-prob underflows to 0 for very unlikely tokens (log-probs near -110 in float32), and 0 / 0 = NaN: compute the ratio from the difference of the log-probs, exp(logprobs - old_logprobs).":
+        "가능성이 아주 낮은 토큰(float32에서 로그 확률이 -110 근처)에서는 로그 확률 각각의 exp()가 0으로 언더플로하고, 0 / 0 = NaN입니다. 비율은 로그 확률의 차이로 계산하세요: exp(logprobs - old_logprobs).",
+    "non-finite values on the padding":
+        "패딩의 유한하지 않은 값",
+    "non-finite values on the padding (dim=1)":
+        "패딩의 유한하지 않은 값 (dim=1)",
+    "non-finite values on the padding (k3, with a mask)":
+        "패딩의 유한하지 않은 값 (k3, 마스크 있음)",
+    "the padding holds inf, NaN and -inf, as a real batch can (the log-prob of a token the sampler banned is -inf; a value computed on garbage can overflow): a correct function never reads it, and x * mask does not remove it (inf * 0 = NaN)":
+        "패딩에는 실제 배치에서처럼 inf, NaN, -inf가 들어 있습니다(샘플러가 금지한 토큰의 로그 확률은 -inf이고, 쓰레기 값으로 계산한 value는 오버플로할 수 있습니다). 올바른 함수는 패딩을 읽지 않으며, x * mask로는 이 값들이 사라지지 않습니다(inf * 0 = NaN)",
+    "every real token equal (all-zero advantages, float32)":
+        "모든 실제 토큰이 같은 값 (전부 0인 어드밴티지, float32)",
+    "every real token holds 0, as the advantages of a batch whose scores are all 0 can: the variance is 0, and only eps keeps the result from being 0 / 0 = NaN":
+        "점수가 모두 0인 배치의 어드밴티지가 그럴 수 있듯, 모든 실제 토큰이 0입니다. 분산은 0이고, eps만이 결과가 0 / 0 = NaN이 되는 것을 막습니다",
+    "every real token equal (0.5), unbiased=False":
+        "모든 실제 토큰이 같은 값 (0.5), unbiased=False",
+    "every real token holds 0.5: the variance is 0 again, here the population variance":
+        "모든 실제 토큰이 0.5입니다. 이번에도 분산은 0이며, 여기서는 모분산입니다",
 }
