@@ -187,8 +187,11 @@ def test_bad_masks_are_rejected_with_the_fix_named():
         pm.masked_mean(x, torch.ones(2, 4))
     with pytest.raises(ValueError, match="only 0 and 1"):
         pm.masked_mean(x, torch.full((2, 3), 0.5))
-    with pytest.raises(TypeError, match="torch.tensor"):
-        pm.masked_mean([[1.0]], torch.ones(1, 1))
+    # A list of numbers is taken as a tensor (issue 53: one rule for lists and one response as [T]);
+    # anything else is refused with the shapes expected.
+    assert pm.masked_mean([[1.0]], torch.ones(1, 1)).item() == 1.0
+    with pytest.raises(TypeError, match=r"\[B, T\]"):
+        pm.masked_mean([["a"]], torch.ones(1, 1))
 
 
 # Property-based tests: hypothesis draws the values and the mask.

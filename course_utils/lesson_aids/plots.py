@@ -246,28 +246,37 @@ def plot_clipping_view(ratios, cliprange: float, advantage: float, clip_fraction
     (any shape, flattened) with the band shaded; the ratios whose clipped term is the smaller
     objective (zero gradient: ``min`` picked ``clip(r)·A < r·A``) are drawn in orange (gid
     "clipped ratios"), the others in blue (gid "unclipped ratios"). ``clip_fraction``, if given,
-    goes in the title.
+    goes in the title. Ratios that are NaN or overflowed to inf are not drawn, and the title says how
+    many; a NaN clip fraction is named, not printed as a number.
     """
-    r = torch.as_tensor(_to_numpy(ratios, "ratios").ravel())
+    every = torch.as_tensor(_to_numpy(ratios, "ratios").ravel())
+    r = every[torch.isfinite(every)]
+    not_finite = every.numel() - r.numel()
     objective = ppo_math.clipped_objective_per_token(r, advantage, cliprange)
     clipped = objective < r * advantage
     fig, axes = _new_figure(ncols=2)
-    upper = max(2.0, float(r.max()) * 1.05)
+    # Capped: a ratio near the float64 maximum times 1.05 (or times A) would overflow the axis to inf.
+    upper = min(max(2.0, float(r.max()) * 1.05 if r.numel() else 2.0), 1e300)
     _draw_clipped_objective(axes[0][0], cliprange, advantage, upper, 401)
     axes[0][0].legend(loc="upper left", fontsize=7)
     ax = axes[0][1]
     band = ax.axvspan(1 - cliprange, 1 + cliprange, color=COLOURS["band"], zorder=0)
     band.set_gid("clip band")
-    edges = np.linspace(float(r.min()), float(r.max()), bins + 1)
+    low, high = (float(r.min()), float(r.max())) if r.numel() else (1 - cliprange, 1 + cliprange)
+    edges = np.linspace(low, high, bins + 1) if high > low else np.linspace(low - 0.05, high + 0.05, bins + 1)
     _, _, kept = ax.hist(r[~clipped].numpy(), bins=edges, color=COLOURS["unclipped"], alpha=0.8,
                          label=f"gradient flows ({int((~clipped).sum())})")
     _, _, cut = ax.hist(r[clipped].numpy(), bins=edges, color=COLOURS["clipped"], alpha=0.9,
                         label=f"clipped, zero gradient ({int(clipped.sum())})")
     _tag(kept, "unclipped ratios")
     _tag(cut, "clipped ratios")
-    title = f"{r.numel()} sampled ratios, A = {advantage:+g}"
+    title = f"{every.numel()} sampled ratios, A = {advantage:+g}"
+    if clip_fraction is not None and not np.isfinite(clip_fraction):
+        title, clip_fraction = title + ": clip fraction not a number (NaN)", None
     if clip_fraction is not None:
         title += f": clip fraction {clip_fraction:.2f}"
+    if not_finite:
+        title += f"\n{not_finite} of {every.numel()} not finite (NaN or inf), not drawn"
     ax.set_title(title)
     ax.set_xlabel("probability ratio r")
     ax.set_ylabel("tokens")
@@ -509,7 +518,9 @@ def plot_reward_components(scores, non_score, shaped, labels: Sequence[str] | No
     All three are 1-D ``[B]``: ``scores`` from the reward model, ``non_score`` the summed KL
     penalties of each response, ``shaped`` their sum. Bars have gids "score", "non-score", "shaped".
     ``ylim`` fixes the y axis (so a slider moving β does not rescale it); a bar that runs below
-    the axis is cut there and its value written at the bottom edge.
+    the axis is cut there and its value written at the bottom edge. A value that is NaN has no bar:
+    "NaN" is written where it would stand (gid "not a number"); ±inf is drawn to the axis' edge
+    and written as ±∞.
     """
     s, n, t = (_to_numpy(x, name) for x, name in ((scores, "scores"), (non_score, "non_score"), (shaped, "shaped")))
     B = s.shape[0]
@@ -520,14 +531,19 @@ def plot_reward_components(scores, non_score, shaped, labels: Sequence[str] | No
     for offset, values, name, colour in ((-width, s, "score", COLOURS["reward"]),
                                          (0.0, n, "non-score", COLOURS["penalty"]),
                                          (width, t, "shaped", "0.3")):
-        bars = ax.bar(x + offset, values, width=width, color=colour, label=name)
+        edge_low, edge_high = ylim if ylim is not None else (0.0, 0.0)
+        bars = ax.bar(x + offset, np.nan_to_num(values, nan=0.0, posinf=edge_high, neginf=edge_low), width=width,
+                      color=colour, label=name)
         _tag(bars, name)
-        if ylim is not None:
-            for xi, v in zip(x + offset, values):
-                if v < ylim[0]:
-                    text = ax.text(xi, ylim[0], f"{v:.0f}↓", ha="center", va="bottom", fontsize=7, rotation=90,
-                                   color="white" if name != "shaped" else "black")
-                    text.set_gid("off the axis")
+        for xi, v in zip(x + offset, values):
+            if np.isnan(v):
+                ax.text(xi, 0.0, "NaN", ha="center", va="bottom", fontsize=7, rotation=90, gid="not a number")
+            elif (ylim is not None and v < ylim[0]) or v == -np.inf:
+                text = ax.text(xi, edge_low, f"{v:.0f}↓" if np.isfinite(v) else "−∞↓", ha="center", va="bottom",
+                               fontsize=7, rotation=90, color="white" if name != "shaped" else "black")
+                text.set_gid("off the axis")
+            elif v == np.inf:
+                ax.text(xi, edge_high, "+∞↑", ha="center", va="top", fontsize=7, rotation=90, gid="off the axis")
     ax.axhline(0.0, color="0.5", lw=0.8)
     ax.set_xticks(x, labels if labels is not None else [str(i) for i in range(B)], fontsize=8)
     ax.set_ylabel("reward per response")

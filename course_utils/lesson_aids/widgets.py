@@ -13,6 +13,8 @@ Only the ``*_widget`` functions import ipywidgets and IPython.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from course_utils.lesson_aids import plots
@@ -68,6 +70,27 @@ def _full_mask(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     return torch.ones_like(x, dtype=torch.bool) if mask is None else mask.bool()
 
 
+def _number(x, fmt: str = "+.2f") -> str:
+    """``x`` formatted with ``fmt``, or said in words when it is not a finite number (never "nan", "nan%")."""
+    x = float(x)
+    if math.isnan(x):
+        return "NaN (not a number)"
+    if math.isinf(x):
+        return "+∞" if x > 0 else "−∞"
+    return format(x, fmt)
+
+
+def _finite_setting(name: str, value, low: float = -math.inf, high: float = math.inf, what: str = "") -> None:
+    """Refuse a slider value outside [low, high] (NaN included), naming the argument and its range."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError, RuntimeError):
+        number = math.nan
+    if not (low <= number <= high and math.isfinite(number)):
+        span = f" in [{low:g}, {high:g}]" if math.isfinite(low) or math.isfinite(high) else ""
+        raise ValueError(f"{name} must be a finite number{span}{what}, got {value!r}")
+
+
 # ---------------------------------------------------------------------------------------------
 # Lesson 4: cliprange and advantage
 # ---------------------------------------------------------------------------------------------
@@ -87,7 +110,10 @@ def sampled_log_ratios(n: int = 4000, spread: float = 0.15, seed: int = 0) -> tu
 
 
 def clip_fraction_text(clip_fraction: float) -> str:
-    """The widget's report line, e.g. ``"clip fraction: 0.12"``."""
+    """The widget's report line, e.g. ``"clip fraction: 0.12"`` (NaN is said in words: a real token's
+    ratio is NaN, or an overflowed ratio met an advantage of 0)."""
+    if math.isnan(float(clip_fraction)):
+        return "clip fraction: NaN (not a number): a ratio of the batch is NaN, or an overflowed one met A = 0"
     return f"clip fraction: {float(clip_fraction):.2f}"
 
 
@@ -100,8 +126,13 @@ def clipping_view(cliprange: float, advantage: float, logprobs: torch.Tensor, ol
     With A > 0 those are the tokens with r > 1 + ε, with A < 0 those with r < 1 - ε, with A = 0 none.
 
     Shapes: ``logprobs``, ``old_logprobs`` (and ``mask``) ``[B, T]``. Returns
-    ``(figure, clip_fraction)`` with the figure from ``plots.plot_clipping_view``.
+    ``(figure, clip_fraction)`` with the figure from ``plots.plot_clipping_view``. ``cliprange`` must
+    lie in (0, 1) and ``advantage`` be finite; a ratio that is NaN or overflows is named in the figure
+    (and a NaN objective makes the clip fraction NaN, never a token silently counted as unclipped).
     """
+    if not 0 < cliprange < 1:
+        raise ValueError(f"cliprange must be in (0, 1), got {cliprange}; the slider runs from 0.05 to 0.5")
+    _finite_setting("advantage", advantage)
     m = _full_mask(logprobs, mask)
     advantages = torch.full_like(logprobs, float(advantage))
     _, clip_fraction = ppo_math.clipped_surrogate(logprobs, old_logprobs, advantages, m, cliprange)
@@ -150,8 +181,12 @@ def gae_view(gamma: float, lam: float, reward_position: int, value: float = 0.0,
     ``rewards``, ``values``, ``mask`` (each ``[max_len]``) and the floats ``first`` (A at token 0)
     and ``last`` (A at the last real token).
     """
+    if not max_len >= 1:
+        raise ValueError(f"max_len must be >= 1 (the response's length in tokens), got {max_len}")
     if not 0 <= reward_position < max_len:
         raise ValueError(f"reward_position must be in [0, {max_len - 1}], got {reward_position}")
+    _finite_setting("value", value)
+    _finite_setting("score", score)
     positions = torch.arange(max_len, dtype=torch.float64).unsqueeze(0)
     mask = positions <= reward_position
     no_kl = torch.zeros_like(positions)
@@ -220,30 +255,47 @@ def beta_view(beta: float, scores: torch.Tensor, logprobs: torch.Tensor, ref_log
     ``summary`` has the ``[B]`` tensors ``non_score``, ``shaped``, ``kl`` and ``best`` (the index of
     the response with the highest shaped return, the one PPO would push up most).
 
-    The y axis is the same at every β, from the batch's scores alone (±1.15 × the largest |score|):
-    the bars the title names stay readable, and the non-score rewards that β drives far below it
-    are cut at the bottom edge with their value written there.
+    The y axis is the same at every β, from the batch's scores alone (±1.15 × the largest finite
+    |score|): the bars the title names stay readable, and the non-score rewards that β drives far
+    below it are cut at the bottom edge with their value written there. A response whose shaped
+    return is NaN (a NaN score or log-prob) is never ranked: the title counts such responses, and
+    ``best`` is None when no response has a shaped return that is a number.
     """
-    m = mask.bool()
+    scores = torch.as_tensor(scores)
+    if scores.numel() == 0:
+        raise ValueError("beta_view needs at least one response, got an empty batch")
+    m = torch.as_tensor(mask).bool()
     non_score = ppo_math.masked_sum(ppo_math.kl_penalty_rewards(logprobs, ref_logprobs, m, beta), m, dim=1)
     shaped = ppo_math.masked_sum(ppo_math.shaped_rewards(scores, logprobs, ref_logprobs, m, beta), m, dim=1)
     kl = ppo_math.masked_sum(ppo_math.kl_estimate(logprobs, ref_logprobs, "k1", mask=m), m, dim=1)
-    best = int(torch.argmax(shaped))
-    label = labels[best] if labels is not None else f"response {best}"
-    top = 1.15 * float(scores.abs().max()) if len(scores) else 1.0
-    fig = plots.plot_reward_components(scores, non_score, shaped, labels,
-                                       title=f"β = {beta:.3g}: highest shaped return is {label}",
-                                       ylim=(-top, top))
+    ranked = ~torch.isnan(shaped)
+    best = int(torch.where(ranked, shaped, -math.inf).argmax()) if bool(ranked.any()) else None
+    if best is None:
+        label = "no response (every shaped return is NaN)"
+    else:
+        label = labels[best] if labels is not None else f"response {best}"
+    finite_scores = scores[torch.isfinite(scores)].abs()
+    top = 1.15 * float(finite_scores.max()) if finite_scores.numel() and float(finite_scores.max()) > 0 else 1.0
+    title = f"β = {beta:.3g}: highest shaped return is {label}"
+    unranked = int((~ranked).sum())
+    if unranked and best is not None:
+        title += f"\n{unranked} response{'s' if unranked > 1 else ''} with a NaN shaped return, not ranked"
+    fig = plots.plot_reward_components(scores, non_score, shaped, labels, title=title, ylim=(-top, top))
     summary = {"non_score": non_score, "shaped": shaped, "kl": kl, "best": best, "label": label,
-               "beta": float(beta), "scores": scores}
+               "beta": float(beta), "scores": scores, "not_ranked": unranked}
     return fig, summary
 
 
 def beta_text(summary: dict) -> str:
     """The widget's report line: which response wins at this β, with its score and KL."""
     b = summary["best"]
-    return (f"β = {summary['beta']:.3g}: best shaped return {float(summary['shaped'][b]):+.2f} "
-            f"from {summary['label']} (score {float(summary['scores'][b]):.2f}, KL {float(summary['kl'][b]):.2f} nats)")
+    if b is None:
+        return f"β = {summary['beta']:.3g}: no response has a shaped return that is a number (all NaN)"
+    unranked = summary.get("not_ranked", 0)
+    tail = f"; {unranked} response(s) with a NaN shaped return not ranked" if unranked else ""
+    return (f"β = {summary['beta']:.3g}: best shaped return {_number(summary['shaped'][b])} "
+            f"from {summary['label']} (score {_number(summary['scores'][b], '.2f')}, "
+            f"KL {_number(summary['kl'][b], '.2f')} nats){tail}")
 
 
 def beta_widget(scores: torch.Tensor, logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor,
@@ -271,6 +323,9 @@ def hacking_rule_view(history: list[dict], evals: list[dict], patience: int, eva
     Returns ``(figure, summary)``, ``summary`` from ``diagnostics.replay_hacking_rule``."""
     from course_utils.lesson_aids import diagnostics
 
+    if not evals:
+        raise ValueError("the logged run holds no evaluation: the hacking rule reads held-out evaluations "
+                         "(a run with eval_every > 0 that reached its first evaluation)")
     summary = diagnostics.replay_hacking_rule(history, evals, patience, eval_every)
     fig = diagnostics.plot_reward_vs_heldout(history, evals, stop_update=summary["stop_update"])
     return fig, summary
@@ -374,6 +429,13 @@ def score_threshold_view(scores, passed, threshold: float):
     from course_utils.lesson_aids import reward_model_plots
 
     s, y = np.asarray(scores, dtype=float), np.asarray(passed, dtype=bool)
+    if s.size == 0:
+        raise ValueError("score_threshold_view needs at least one scored answer, got none")
+    bad = int((~np.isfinite(s)).sum())
+    if bad:
+        raise ValueError(f"{bad} of the {s.size} scores {'is' if bad == 1 else 'are'} NaN or inf, which no "
+                         "threshold can be compared with: drop those answers (or fix the reward model) first")
+    _finite_setting("threshold", threshold)
     accepted = s >= threshold
     summary = {"threshold": float(threshold), "accepted": int(accepted.sum()), "n": len(s),
                "true_accepts": int((accepted & y).sum()), "false_accepts": int((accepted & ~y).sum()),
@@ -384,9 +446,12 @@ def score_threshold_view(scores, passed, threshold: float):
 
 
 def score_threshold_text(summary: dict) -> str:
+    precision = ("precision undefined (no answer accepted)" if math.isnan(summary["precision"])
+                 else f"precision {summary['precision']:.0%}")
+    recall = ("recall undefined (no passing answer)" if math.isnan(summary["recall"])
+              else f"recall {summary['recall']:.0%} of the {summary['passing']} passing answers")
     return (f"score >= {summary['threshold']:+.2f}: {summary['accepted']} of {summary['n']} answers accepted, "
-            f"{summary['false_accepts']} of them failing the checker; precision {summary['precision']:.0%}, "
-            f"recall {summary['recall']:.0%} of the {summary['passing']} passing answers")
+            f"{summary['false_accepts']} of them failing the checker; {precision}, {recall}")
 
 
 def score_threshold_widget(scores, passed, threshold: float | None = None):
@@ -426,7 +491,14 @@ def ratio_band_view(ratios_by_epoch, epoch: int, cliprange: float):
     """
     from course_utils.lesson_aids import policy_lag
 
+    if not 0 < cliprange < 1:
+        raise ValueError(f"cliprange must be in (0, 1), got {cliprange}: the band [1 - ε, 1 + ε] is drawn on a log "
+                         "axis, which cannot reach 0 (the slider runs from 0.05 to 0.5)")
+    if epoch not in ratios_by_epoch:
+        raise ValueError(f"no ratios recorded after {epoch} epoch(s); recorded: {sorted(ratios_by_epoch)}")
     r = torch.as_tensor(ratios_by_epoch[epoch], dtype=torch.float64).flatten()
+    if r.numel() == 0 or not bool(torch.isfinite(r).all()) or not bool((r > 0).all()):
+        raise ValueError(f"the ratios after {epoch} epoch(s) must be a non-empty list of finite numbers > 0")
     summary = {"epoch": int(epoch), "cliprange": float(cliprange), "n": int(r.numel()),
                "outside": float(((r - 1).abs() > cliprange).double().mean()),
                "ratio_min": float(r.min()), "ratio_max": float(r.max()),
@@ -479,6 +551,11 @@ def whitening_view(raw_advantages: torch.Tensor, mask: torch.Tensor, processes: 
     if not 1 <= processes <= rows <= raw_advantages.shape[0]:
         raise ValueError(f"need 1 <= processes ({processes}) <= rows ({rows}) <= {raw_advantages.shape[0]}")
     x, m = raw_advantages[:rows].double(), mask[:rows].bool()
+    bad = int((~torch.isfinite(x) & m).sum())
+    if bad:
+        raise ValueError(f"raw_advantages hold {bad} value{'s' if bad > 1 else ''} that {'are' if bad > 1 else 'is'} "
+                         f"NaN or inf on the real tokens of the first {rows} rows: whitening would spread it to every "
+                         "token, so there is nothing to compare")
     whole = ppo_math.masked_whiten(x, m, distributed=False)
     bounds = [round(i * rows / processes) for i in range(processes + 1)]
     blocks = list(zip(bounds[:-1], bounds[1:]))
