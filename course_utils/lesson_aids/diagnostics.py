@@ -436,10 +436,13 @@ def plot_trust_region(runs: dict[str, Sequence[dict]], target_kl: float = 0.0, c
     against the update. With ``target_kl`` > 0 a dashed line marks 1.5 x target_kl, where the
     early stop skips an update's remaining steps; a dotted line marks 1 + ``cliprange`` on the
     largest-ratio panel, which is drawn on a log axis cut at ``ratio_ceiling``: a run whose largest
-    ratio goes above it gets its maximum (and update) written in the panel. Pure: logs in, Figure out."""
+    ratio goes above it gets its maximum (and update) written in the panel, and its ticks are plain
+    numbers (1.2, 2, 3), not powers of ten. One legend under the panels names the runs and the
+    reference lines, off the data. Pure: logs in, Figure out."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
 
-    fig = Figure(figsize=(13, 3.4))
+    fig = Figure(figsize=(13, 3.9))
     panels = fig.subplots(1, 3, sharex=True)
     above_ceiling = []
     for i, (label, history) in enumerate(runs.items()):
@@ -466,7 +469,15 @@ def plot_trust_region(runs: dict[str, Sequence[dict]], target_kl: float = 0.0, c
         for k, (label, peak, update, color) in enumerate(above_ceiling):
             panels[2].text(0.02, 0.96 - 0.09 * k, f"{label}: up to {peak:.3g} (update {update}), off the axis",
                            transform=panels[2].transAxes, fontsize=7, color=color, va="top")
-    panels[2].legend(fontsize=8, loc="lower right")
-    panels[0].legend(fontsize=8)
-    fig.tight_layout()
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    panels[2].yaxis.set_major_formatter(plain)
+    panels[2].yaxis.set_minor_formatter(plain)
+    panels[2].tick_params(axis="y", which="minor", labelsize=7)
+    handles, labels = panels[0].get_legend_handles_labels()
+    for handle, label in zip(*panels[2].get_legend_handles_labels()):
+        if label not in labels:  # the 1 + ε line; the runs are named once
+            handles.append(handle)
+            labels.append(label)
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     return fig

@@ -172,7 +172,8 @@ def plot_pass_at_k(per_family: Mapping[str, Mapping[str, float]], k: int, title:
     ax.invert_yaxis()
     ax.set(xlabel="held-out pass rate of sampled answers, %", xlim=(0, 100),
            title=title or f"what the policy does (pass@1) and what it can do (pass@{k})")
-    ax.legend(fontsize=8, loc="lower right")
+    # Under the axes: inside them the legend covers a bar whatever corner it takes (a pass@k of 100%).
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     return fig

@@ -121,9 +121,10 @@ def plot_scores_by_verdict(scores: Sequence[float], passed: Sequence[bool], tier
     """Reward-model scores of generated answers, split by the checker's verdict.
 
     Left: histograms of passing (gid ``"pass"``) and failing (gid ``"fail"``) answers on shared
-    bins, with each group's mean as a vertical line (gids ``"mean pass"``, ``"mean fail"``). The
-    passing bars are drawn on top of the failing ones, outlined, so that a bin holding both still
-    shows its passes (the few passes of a policy otherwise vanish behind the failures' colour).
+    bins, with each group's mean as a vertical line (gids ``"mean pass"``, ``"mean fail"``, both in
+    the legend). In each bin the failing bar takes the left half and the passing bar the right half,
+    drawn on top and outlined, so that a bin holding both shows both; the count axis is logarithmic,
+    so that 5 passes stay visible next to 90 failures.
     Right (with ``tiers``): one row of points per checker tier, in ``TIER_ORDER`` from the top, gid
     ``"tier <name>"``, points spread vertically by a fixed pattern so equal scores stay visible.
     """
@@ -136,15 +137,21 @@ def plot_scores_by_verdict(scores: Sequence[float], passed: Sequence[bool], tier
     edges = np.histogram_bin_edges(s, bins=bins)
     fig, axes = _figure(2 if tiers is not None else 1, width=4.8, height=3.4)
     ax = axes[0]
-    for flag, name, colour, layer in ((True, "pass", "tab:green", 3), (False, "fail", "tab:red", 2)):
+    half = np.diff(edges) / 2
+    for flag, name, colour, layer, side in ((True, "pass", "tab:green", 3, 1), (False, "fail", "tab:red", 2, 0)):
         group = s[y == flag]
         if len(group):
-            _, _, patches = ax.hist(group, bins=edges, color=colour, alpha=0.6, label=f"{name} (n={len(group)})",
-                                    zorder=layer, edgecolor="darkgreen" if flag else "none", linewidth=1.2)
+            counts, _ = np.histogram(group, bins=edges)
+            patches = ax.bar(edges[:-1] + side * half, counts, width=half, align="edge", color=colour, alpha=0.7,
+                             label=f"{name} (n={len(group)})", zorder=layer,
+                             edgecolor="darkgreen" if flag else "none", linewidth=1.2)
             for patch in patches:
                 patch.set_gid(name)
-            ax.axvline(group.mean(), color=colour, lw=2, ls="--", gid=f"mean {name}")
-    ax.set(xlabel="reward-model score", ylabel="answers", title="scores of passing vs failing answers")
+            ax.axvline(group.mean(), color=colour, lw=2, ls="--", gid=f"mean {name}",
+                       label=f"mean {name} {group.mean():+.2f}")
+    ax.set_yscale("log")
+    ax.set_ylim(bottom=0.7)
+    ax.set(xlabel="reward-model score", ylabel="answers (log scale)", title="scores of passing vs failing answers")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     if tiers is not None:

@@ -225,7 +225,7 @@ def plot_sft(losses: list[float], before: dict, after: dict, window: int = 5):
     fig = Figure(figsize=(12, 3.8))
     left, right = fig.subplots(1, 2)
     steps = np.arange(1, len(losses) + 1)
-    left.plot(steps, losses, color="tab:blue", alpha=0.3, lw=1)
+    left.plot(steps, losses, color="tab:blue", alpha=0.3, lw=1, label="each step (one batch)")
     left.plot(steps, smooth(losses, window), color="tab:blue", lw=2, label=f"mean of {window} steps")
     left.set(xlabel="optimizer step", ylabel="loss (nats per answer token)", title="SFT loss")
     left.grid(alpha=0.3)
