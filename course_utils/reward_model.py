@@ -79,6 +79,7 @@ CONFIG_NAME = "reward_model.json"
 HEAD_NAME = "reward_head.safetensors"
 METRICS_NAME = "metrics.json"
 POLICY_ANSWERS_NAME = "policy_answers_test.jsonl"
+TRAIN_RECORD_NAME = "train_history.json"  # train_and_save's settings, pairs and history, saved with the model
 FORMAT_VERSION = 1
 
 # Marker tokens that make case and whitespace visible to an uncased WordPiece tokenizer.
@@ -225,6 +226,7 @@ class RewardModel(nn.Module):
         self.source = source
         self.template = template
         self.add_special_tokens = add_special_tokens
+        self.trained_steps = 0  # optimizer steps taken on this object (train_reward_model refuses to start twice)
 
     @property
     def device(self) -> torch.device:
@@ -327,17 +329,32 @@ class RewardModel(nn.Module):
                 "chat_template_sha256": chat_template_sha256(self.tokenizer) if self.template == "chat" else None,
                 "frozen_parameters": n}
 
-    def save(self, folder: str | os.PathLike) -> Path:
-        """Write encoder, head, tokenizer and reward_model.json into ``folder``."""
+    def save(self, folder: str | os.PathLike, extra: dict | None = None) -> Path:
+        """Write encoder, head, tokenizer, reward_model.json and the JSON files of ``extra``
+        ({name: object}) into a folder beside ``folder``, then put it in its place as a whole
+        (``safe_files.replace_folder``): Ctrl-C or a full disk leave the model saved there before
+        whole, never half of each. The cached policy answers there are kept."""
+        import shutil
+        import tempfile
+
         from safetensors.torch import save_file
 
         folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        self.encoder.save_pretrained(folder)
-        self.tokenizer.save_pretrained(folder)
-        if self.head is not None:
-            save_file({k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()}, folder / HEAD_NAME)
-        (folder / CONFIG_NAME).write_text(json.dumps(self.config_dict(), indent=2) + "\n")
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.partial-", dir=folder.parent))
+        tmp.chmod(0o755)  # mkdtemp's 0o700 would follow the folder into place
+        try:
+            self.encoder.save_pretrained(tmp)
+            self.tokenizer.save_pretrained(tmp)
+            if self.head is not None:
+                save_file({k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()}, tmp / HEAD_NAME)
+            for name, obj in {CONFIG_NAME: self.config_dict(), **(extra or {})}.items():
+                safe_files.write_json(tmp / name, obj)
+            if (folder / POLICY_ANSWERS_NAME).is_file():  # answers of the policy, not of this model: still valid
+                shutil.copy2(folder / POLICY_ANSWERS_NAME, tmp / POLICY_ANSWERS_NAME)
+            safe_files.replace_folder(tmp, folder)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
         return folder
 
 
@@ -532,21 +549,38 @@ def prompt_batches(pairs: Sequence[dict], batch_size: int, generator: torch.Gene
     return batches + ([current] if current else [])
 
 
+def check_untrained(model: RewardModel, continue_training: bool = False) -> None:
+    """Refuse, in one line, to train a model that has been trained already (unless
+    ``continue_training``): a notebook's training cell run again would start from those weights,
+    so its first loss would not be ln 2 and its history would describe neither run."""
+    head_moved = model.head is not None and bool(model.head.weight.detach().abs().sum() or model.head.bias.detach().abs().sum())
+    if continue_training or not (model.trained_steps or head_moved):
+        return
+    done = f"{model.trained_steps} step(s) on this model" if model.trained_steps else "its head is not at zero"
+    raise ValueError(f"this reward model is trained already ({done}): training it again would start from those "
+                     "weights, not from the fresh model. Run the cell that builds it (rm.build_reward_model) again, "
+                     "then this one (rm.train_and_save does both for you); or pass continue_training=True to train it "
+                     "further on purpose")
+
+
 def train_reward_model(model: RewardModel, pairs: Sequence[dict], settings: TrainSettings | None = None,
-                       progress: bool = True) -> dict:
+                       progress: bool = True, continue_training: bool = False) -> dict:
     """Fit ``model`` on preference pairs with the Bradley-Terry loss; return the history.
 
     Each step: a batch of pairs (``prompt_batches``: seeded shuffle of the prompts every epoch),
     chosen and rejected scored in one forward, L = mean(-log sigma(r_c - r_r)), AdamW step.
     The history holds the loss and the batch accuracy (fraction with r_c > r_r) of every step,
     the wall-clock seconds and the CPU seconds of this process (wall time alone overstates the
-    cost on a machine shared with others).
+    cost on a machine shared with others). A model trained before is refused
+    (``check_untrained``) unless ``continue_training``; Ctrl-C ends in ``safe_files.Interrupted``
+    saying how far it got (nothing is saved here: the model in memory is part-trained).
     """
     from tqdm.auto import tqdm
 
     settings = (settings or TrainSettings()).validate()
     if not pairs:
         raise ValueError("no training pairs: run `python -m course_utils data` first")
+    check_untrained(model, continue_training)
     generator = torch.Generator().manual_seed(settings.seed)
     pairs = list(pairs)
     if settings.max_pairs is not None:
@@ -562,23 +596,102 @@ def train_reward_model(model: RewardModel, pairs: Sequence[dict], settings: Trai
     model.train()
     start, cpu_start = time.perf_counter(), time.process_time()
     bar = tqdm(total=total, desc="reward model", unit="step", disable=not progress)
-    for batches in epochs:
-        for batch in batches:
+    try:
+        for batch in (batch for batches in epochs for batch in batches):
             chosen, rejected = pair_scores(model, batch)
             loss = bradley_terry_loss(chosen, rejected)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
+            model.trained_steps += 1
             schedule.step()
             history["loss"].append(loss.item())
             history["accuracy"].append((chosen > rejected).float().mean().item())
             bar.update(1)
             bar.set_postfix(loss=f"{loss.item():.3f}", acc=f"{history['accuracy'][-1]:.2f}")
-    bar.close()
-    model.eval()
+    except KeyboardInterrupt:
+        raise safe_files.Interrupted(
+            f"interrupted after {len(history['loss'])} of {total} reward-model steps: the model in memory is "
+            "part-trained and nothing was saved. Start again from the fresh model: run the cell that builds it "
+            "(rm.build_reward_model) again, then this one (rm.train_and_save does both for you)") from None
+    finally:
+        bar.close()
+        model.eval()
     history["seconds"] = time.perf_counter() - start
     history["cpu_seconds"] = time.process_time() - cpu_start  # all threads of this process together
     return history
+
+
+def reset_to_fresh(model: RewardModel, seed: int) -> RewardModel:
+    """Put ``model`` back to what ``build_reward_model`` gives after ``seed_everything(seed)``, the
+    way lesson 6b and ``rm train`` build it: the pretrained encoder, the same new marker embeddings
+    and a zero head."""
+    seed_everything(seed)
+    backbone = None if model.source == BACKBONE_NAME else model.source
+    fresh = build_reward_model(backbone, model.pooling, model.max_length, model.response_format, device=model.device)
+    model.load_state_dict(fresh.state_dict())
+    model.trained_steps = 0
+    return model
+
+
+def train_and_save(model: RewardModel, pairs: Sequence[dict], settings: TrainSettings | None = None,
+                   folder: str | os.PathLike | None = None, if_exists: str = "keep", progress: bool = True) -> dict:
+    """Train ``model`` from its fresh start on ``pairs``, save it in ``folder`` (with its settings
+    and history, ``TRAIN_RECORD_NAME``) and return the history: what a notebook's training cell
+    calls, so that running the cell again loses nothing and repeats nothing by accident.
+
+    keep       (the default) ``folder`` holds the model this function trained with the same settings
+               and pairs: its weights are loaded into ``model`` and its history returned; nothing
+               is trained. Other settings, or a model saved otherwise, are refused in one line.
+    overwrite  train anew; the saved model is replaced only once the new one is saved whole.
+
+    A ``model`` trained before (the cell run again, or stopped by Ctrl-C: the reward model keeps no
+    checkpoint) is first put back to its fresh start (``reset_to_fresh``), so the run is always
+    the one ``settings`` describes."""
+    import hashlib
+
+    if if_exists not in ("keep", "overwrite"):
+        raise ValueError(f"if_exists must be keep or overwrite; got {if_exists!r}")
+    settings, folder = (settings or TrainSettings()).validate(), Path(folder) if folder else default_model_dir()
+    key = {"settings": asdict(settings), "pairs": len(pairs),
+           "pairs_sha256": hashlib.sha256(json.dumps(list(pairs), sort_keys=True).encode()).hexdigest()}
+    if if_exists == "keep" and (folder / CONFIG_NAME).is_file():
+        return read_saved_training(model, folder, key)
+    if model.trained_steps:
+        print(f"the model in memory was trained before ({model.trained_steps} steps): back to its fresh start first")
+        reset_to_fresh(model, settings.seed)
+    try:
+        history = train_reward_model(model, pairs, settings, progress)
+        model.save(folder, extra={TRAIN_RECORD_NAME: {"key": key, "history": history}})
+    except KeyboardInterrupt:
+        kept = f"{folder} is as it was before" if (folder / CONFIG_NAME).is_file() else f"nothing was saved in {folder}"
+        raise safe_files.Interrupted(f"interrupted while training the reward model: {kept}. Run this cell again: it "
+                                     "starts from the fresh model") from None
+    return history
+
+
+def read_saved_training(model: RewardModel, folder: Path, key: dict) -> dict:
+    """``train_and_save``'s keep: load the model saved in ``folder`` into ``model`` and return its
+    history, if it was trained as ``key`` says (settings, number and hash of the pairs)."""
+    again = 'train again with if_exists="overwrite" (the saved model is replaced only once the new one is saved)'
+    try:
+        record = json.loads((folder / TRAIN_RECORD_NAME).read_text())
+    except (OSError, ValueError):
+        raise ValueError(f"{folder} holds a reward model that rm.train_and_save did not write (no readable "
+                         f"{TRAIN_RECORD_NAME}): {again}, or choose another folder") from None
+    if record.get("key") != key:
+        saved = record.get("key", {})
+        differ = [f"{name} {saved.get('settings', {}).get(name)!r} -> {value!r}"
+                  for name, value in key["settings"].items() if saved.get("settings", {}).get(name) != value]
+        differ += ["the training pairs"] if saved.get("pairs_sha256") != key["pairs_sha256"] else []
+        raise ValueError(f"{folder} holds a reward model trained otherwise ({', '.join(differ)}): {again}, or "
+                         "choose another folder")
+    model.load_state_dict(load_reward_model(folder, device=model.device).state_dict())
+    model.trained_steps = record["history"]["steps"]
+    model.eval()
+    print(f"{folder} already holds this reward model: it is loaded and nothing is trained. To train it again: "
+          'rm.train_and_save(..., if_exists="overwrite")')
+    return record["history"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -340,13 +340,80 @@ def held_out_records(config: SFTConfig, split: str | None = None) -> list:
     return balanced_subset(tasks.load_split(split or config.eval_split), config.eval_prompts)
 
 
-def train_sft(config: SFTConfig, progress: bool = True) -> dict:
-    """Warm up ``config.model`` on demonstrations; save the merged model; return the metrics
-    (``before``/``after``: the pass rates on ``eval_split`` and on its unseen phrasings)."""
-    from course_utils.machinery import report
-    from course_utils.trainer import balanced_subset
+SFT_OUTPUTS = ("model", "adapter", POOL_FILE,  # "adapter": ADAPTER_DIR, defined below
+               "report.md", "loss.png", "metrics.json")
+"""What ``train_sft`` writes into its run folder; any other entry there is the learner's and stays."""
+SFT_IGNORES = ("run_name", "output_dir", "threads", "device", *AUTO_SWITCHES)
+"""Settings that decide how fast a warm-up runs, not what it trains: a finished one read back may differ in them."""
 
+
+def train_sft(config: SFTConfig, progress: bool = True, if_exists: str = "keep") -> dict:
+    """Warm up ``config.model`` on demonstrations; save the merged model; return the metrics
+    (``before``/``after``: the pass rates on ``eval_split`` and on its unseen phrasings).
+
+    A warm-up already in ``config.run_dir`` (a notebook cell run again): ``if_exists="keep"``, the
+    default, reads a finished one back (its metrics.json; nothing is trained) when it was made
+    with these settings, and refuses in one line otherwise; "overwrite" trains anew. The new run is
+    written into a folder beside the run folder and put in its place as a whole at the end
+    (``safe_files.swap_in``): Ctrl-C or a full disk before that leave the earlier warm-up whole,
+    never its model beside a new report. Ctrl-C ends in ``safe_files.Interrupted`` whose message
+    names a notebook's way on (``main`` names the command's); its ``saved`` says whether the new
+    model was in place."""
+    if if_exists not in ("keep", "overwrite"):
+        raise ValueError(f"if_exists must be keep or overwrite; got {if_exists!r}")
     config.validate()
+    model_dir, staging = config.run_dir / "model", None
+    if if_exists == "keep" and complete_model(model_dir):
+        return read_finished_sft(config)
+    had_model = complete_model(model_dir)
+    try:
+        bundle, metrics, data = warm_up(config, progress)
+        staging = Path(tempfile.mkdtemp(prefix=f".{config.run_name}.partial-", dir=config.run_dir.parent))
+        staging.chmod(0o755)  # mkdtemp's 0o700 would follow the folder into place
+        write_sft_outputs(staging, bundle, config, metrics, data)
+        safe_files.swap_in(staging, config.run_dir, SFT_OUTPUTS)
+    except KeyboardInterrupt:
+        saved = staging is not None and not staging.exists()  # renamed into place: the new run is there
+        interrupted = safe_files.Interrupted(
+            f"interrupted after the new SFT model was saved in {model_dir}; nothing to rerun: PPO can start from it"
+            if saved else
+            f"interrupted: the SFT warm-up keeps no checkpoint, and {model_dir} is as it was before this run"
+            + ("" if had_model else " (there was none)") + ". Run this cell again to train it"
+            + (' (with if_exists="overwrite": the earlier warm-up is kept otherwise)' if had_model else ""))
+        interrupted.saved = saved
+        raise interrupted from None
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+    return metrics
+
+
+def read_finished_sft(config: SFTConfig) -> dict:
+    """The metrics of the finished warm-up in ``config.run_dir`` (its metrics.json), read back instead
+    of training again; refused in one line, with the ways on, when they are missing or were made
+    with other settings than ``config`` (``SFT_IGNORES`` aside)."""
+    run_dir, again = config.run_dir, 'train it again with sft.train_sft(config, if_exists="overwrite")'
+    try:
+        metrics = json.loads((run_dir / "metrics.json").read_text())
+    except (OSError, ValueError):
+        raise ValueError(f"{run_dir / 'model'} holds an SFT model, but {run_dir / 'metrics.json'} is missing or "
+                         f"unreadable, so there is nothing to read back: {again}, or use the model as it is "
+                         "(sft.warm_start(config) returns its folder)") from None
+    wanted, saved = asdict(config), metrics.get("config", {})
+    changes = {name: (saved[name], value) for name, value in wanted.items()
+               if name in saved and saved[name] != value and name not in SFT_IGNORES}
+    if changes:
+        listed = ", ".join(f"{name} {old!r} -> {new!r}" for name, (old, new) in changes.items())
+        raise ValueError(f"{run_dir} holds an SFT warm-up made with other settings ({listed}): {again} (the earlier "
+                         "one stays until the new one is saved), or give this run another run_name")
+    print(f"{run_dir} already holds this SFT warm-up: its metrics are read back and nothing is trained. To train "
+          'it again: sft.train_sft(config, if_exists="overwrite")')
+    return metrics
+
+
+def warm_up(config: SFTConfig, progress: bool) -> tuple:
+    """The warm-up itself, in memory: ``(bundle, metrics, data)``: the trained bundle, the metrics
+    and the records trained on."""
     threads = set_threads(config.threads or None)
     seed_everything(config.seed)
     device = pick_device(config.device)
@@ -385,17 +452,19 @@ def train_sft(config: SFTConfig, progress: bool = True) -> dict:
     metrics["pool"] = len(run["data"])
     if config.eval_at_minutes:
         metrics["checkpoints"] = run["checkpoints"]
+    return bundle, metrics, run["data"]
+
+
+def write_sft_outputs(folder: Path, bundle, config: SFTConfig, metrics: dict, data: list) -> None:
+    """Everything a warm-up keeps, into ``folder``: the merged model, the adapter (``save_adapter``),
+    the data pool, and the report with its metrics.json."""
+    from course_utils.machinery import report
+
     if config.save_adapter:
-        save_adapter(bundle, config.run_dir / ADAPTER_DIR)
-    save_merged(bundle, config.run_dir / "model")
-    safe_files.write_jsonl(config.run_dir / POOL_FILE, [r.to_dict() for r in run["data"]])
-    try:
-        report.write_sft_report(config.run_dir, metrics)
-    except KeyboardInterrupt:  # the new model is in place: say so, not "as it was"
-        raise safe_files.Interrupted(f"interrupted after the new SFT model was saved in {config.run_dir / 'model'}; "
-                                     f"only its report ({config.run_dir / 'report.md'}) may be missing. Nothing to "
-                                     "rerun: PPO can start from it") from None
-    return metrics
+        save_adapter(bundle, folder / ADAPTER_DIR)
+    save_merged(bundle, folder / "model")
+    safe_files.write_jsonl(folder / POOL_FILE, [r.to_dict() for r in data])
+    report.write_sft_report(folder, metrics)
 
 
 def sft_steps(bundle, demos: list, config: SFTConfig, eos_id: int, device, held_out: list, progress: bool,
@@ -576,10 +645,11 @@ def main(argv: list[str] | None = None) -> dict:
         raise ValueError(f"{config.run_dir / 'model'} already holds an SFT model: replace it with --overwrite, "
                          "or give this run another --run-name")
     try:
-        metrics = train_sft(config)
-    except safe_files.Interrupted:
-        raise  # it already says what was kept
-    except KeyboardInterrupt:
+        metrics = train_sft(config, if_exists="overwrite")  # a model there was refused above without --overwrite
+    except KeyboardInterrupt as interrupted:  # train_sft's message names a notebook's way: the command's instead
+        if getattr(interrupted, "saved", False):
+            raise safe_files.Interrupted(f"interrupted after the new SFT model was saved in {config.run_dir / 'model'}; "
+                                         "nothing to rerun: PPO can start from it") from None
         raise safe_files.Interrupted(f"interrupted: the SFT warm-up keeps no checkpoint, and {config.run_dir / 'model'} "
                                      "is as it was before this run. Rerun the same command to train it") from None
     for name in metrics["before"]:

@@ -23,6 +23,8 @@ import math
 import signal
 import sys
 import time
+from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -40,6 +42,7 @@ from course_utils.machinery.distributed import (check_processes, gather_objects,
 from course_utils.machinery.faults import NaNRewardFrom
 from course_utils.machinery.metrics import update_metrics
 from course_utils.machinery.run_checks import task_outcomes
+from course_utils.machinery.stop_rules import StopSignal
 from course_utils.reward_model import make_reward
 from course_utils.rollout import SamplingSettings, greedy_answers, longest_prompt, sampling_compute_dtype
 
@@ -202,15 +205,225 @@ def no_step_note(metrics: dict, config: PPOConfig) -> str:
             "step statistics are not measured (null in metrics.jsonl). If this repeats, raise target_kl")
 
 
-def interrupted_message(run_dir, update: int, checkpoint_update: int | None, command: str | None = None) -> str:
-    """What a Ctrl-C kept and how to go on. The state of an update cut in the middle is half
-    changed (the optimizer stepped, the log not written), so the last checkpoint is what is kept."""
-    again = (lambda flag: f"`{command} {flag}`") if command else (lambda flag: f"the same command plus {flag}")
-    if checkpoint_update is None:
-        return (f"interrupted after {update} update(s), before the first checkpoint: nothing to resume. Start "
-                f"again with {again('--overwrite')}")
-    return (f"interrupted after {update} update(s); the checkpoint of update {checkpoint_update} is kept in "
-            f"{run_dir / checkpoint.CHECKPOINT}. Continue with {again('--resume')}")
+def interrupted_message(run_dir, update: int, command: str | None = None, phase: str = "training") -> str:
+    """What a Ctrl-C kept and how to go on, read from the disk (the checkpoint there, a replaced run
+    kept beside the folder), never assumed. The state of an update cut in the middle is half changed
+    (the optimizer stepped, the log not written), so the last checkpoint is what is kept.
+    ``command``: the command line's way on (``--resume``, ``--overwrite``); without it, a notebook's
+    (run the cell again: ``train()`` continues from the checkpoint). ``phase``: "start", "training"
+    or "report" (the run's ending being written)."""
+    run_dir, saved = Path(run_dir), checkpoint.saved_update(run_dir)
+    head = {"start": f"interrupted while the run was starting (at update {update})",
+            "report": f"interrupted while the run's report was written, after {update} update(s)"
+            }.get(phase, f"interrupted after {update} update(s)")
+    aside = safe_files.replaced_run(run_dir)
+    kept = f" The run this one replaces is kept in {aside} until a run in {run_dir} finishes." if aside.is_dir() else ""
+    if safe_files.is_finished(run_dir):  # stopped while a finished run was being read back (or resumed)
+        again = f"`{command} --resume`" if command else "this cell run again (it reads the run back)"
+        return f"{head}; the finished run in {run_dir} is as it was. Go on with {again}.{kept}"
+    if saved is None:
+        again = f"`{command} --overwrite`" if command else "this cell run again"
+        return f"{head}, before the first checkpoint: nothing to resume. Start again with {again}.{kept}"
+    which = f"the checkpoint of update {saved}" if saved >= 0 else "a checkpoint"
+    again = (f"`{command} --resume`" if command else
+             'this cell run again: train() resumes from it (train(if_exists="overwrite") would start over)')
+    return f"{head}; {which} is kept in {run_dir / checkpoint.CHECKPOINT}. Continue with {again}.{kept}"
+
+
+# ---------------------------------------------------------------------------------------------
+# The run folder: a run already there is read back, continued or replaced, never lost by accident
+# ---------------------------------------------------------------------------------------------
+
+IF_EXISTS = ("keep", "resume", "overwrite")
+"""What ``PPOTrainer.train`` does with a run already in its folder (``run_folder_plan``)."""
+
+SAME_RUN_IGNORES = ("run_name", "output_dir", "threads", "device", "packed_cpu_linears", "decode_loop",
+                    "sampling_dtype")
+"""Settings that decide how fast a run computes, not what: a finished run read back may differ in them."""
+
+
+class RunLogs(NamedTuple):
+    """A PPO run folder's logs, as ``read_run`` returns them (``summary`` is None until the run finished)."""
+    config: dict
+    history: list
+    evals: list
+    summary: dict | None
+
+
+def read_run(run_dir, made_by: str = "the cell that trains it", min_updates: int = 1) -> RunLogs:
+    """The config, per-update metrics, evaluations and (once finished) summary of the PPO run in
+    ``run_dir``, checked before a later cell relies on them. Anything missing (no run, a run
+    stopped before ``min_updates`` logged updates or before its first evaluation, a damaged line)
+    is one ValueError that says what is missing and that ``made_by`` (e.g. "week 7's training
+    cell") makes it: run again, it continues the run from its checkpoint."""
+    run_dir = Path(run_dir)
+    again = f"run {made_by} again (it continues the run from its checkpoint, or starts it)"
+    if not (run_dir / "config.json").is_file():
+        raise ValueError(f"{run_dir} holds no PPO run (no config.json): {made_by} makes it")
+
+    def rows(name: str) -> list[dict]:
+        path = run_dir / name
+        lines = path.read_text().splitlines() if path.is_file() else []
+        try:
+            return [json.loads(line) for line in lines if line.strip()]
+        except ValueError:
+            raise ValueError(f"{path} holds a line that is not JSON (a damaged log): {again}") from None
+
+    history, evals = rows(METRICS), rows("evals.jsonl")
+    if len(history) < min_updates:
+        raise ValueError(f"{run_dir} holds {len(history)} logged update(s) and this needs at least {min_updates}: "
+                         f"its run was stopped before it logged {'one' if min_updates == 1 else 'them'}. Fix: {again}")
+    if not evals:
+        raise ValueError(f"{run_dir} holds no held-out evaluation (evals.jsonl): its run was stopped before the "
+                         f"first one. Fix: {again}")
+    summary = json.loads((run_dir / "summary.json").read_text()) if safe_files.is_finished(run_dir) else None
+    return RunLogs(json.loads((run_dir / "config.json").read_text()), history, evals, summary)
+
+
+def check_same_run(run_dir: Path, config: PPOConfig) -> None:
+    """Refuse to read back a finished run trained with other settings than ``config``: one line
+    naming the differences and the ways on (a lab cell whose knob changed must not get the old run)."""
+    try:
+        saved = json.loads((run_dir / "config.json").read_text())
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{run_dir} holds a finished run whose config.json cannot be read ({type(error).__name__}): "
+                         'start it over with train(if_exists="overwrite"), or give this run another run_name') from None
+    changes = {name: change for name, change in checkpoint.config_changes(saved, config.to_dict()).items()
+               if name not in SAME_RUN_IGNORES}
+    if changes:
+        listed = ", ".join(f"{name} {old!r} -> {new!r}" for name, (old, new) in changes.items())
+        resumable = not set(changes) & set(checkpoint.SAME_ON_RESUME)
+        raise ValueError(f"{run_dir} holds a finished run with other settings ({listed}): start it over with "
+                         'train(if_exists="overwrite")'
+                         + (', continue it under the new settings with train(if_exists="resume")' if resumable else "")
+                         + ", or give this run another run_name")
+
+
+def plan_on_disk(run_dir: Path, config: PPOConfig, if_exists: str) -> tuple[str, str | None]:
+    """``run_folder_plan``'s decision from what ``run_dir`` holds, with the line that tells the
+    learner (rank 0 only: "overwrite" moves the old run aside here)."""
+    if if_exists == "overwrite":
+        aside = safe_files.move_run_aside(run_dir)
+        return "start", (f"starting afresh in {run_dir}; the run that was there is kept in {aside} until this one "
+                         "finishes" if aside else None)
+    if if_exists == "resume":
+        if not safe_files.has_checkpoint(run_dir):
+            raise ValueError(f'if_exists="resume": there is no checkpoint in {run_dir} to resume from. Fix: train() '
+                             'starts the run (if_exists="keep", the default)')
+        return "resume", None
+    if safe_files.is_finished(run_dir):
+        check_same_run(run_dir, config)
+        return "read", (f"{run_dir} already holds this run, finished: it is read back and nothing is trained. To "
+                        'train it again, call train(if_exists="overwrite")')
+    if safe_files.has_checkpoint(run_dir):
+        return "resume", (f"{run_dir} holds this run, interrupted: it continues from its checkpoint "
+                          '(train(if_exists="overwrite") would start it over)')
+    if safe_files.holds_run(run_dir):  # logged updates but no checkpoint: nothing to continue from
+        safe_files.remove_run_state(run_dir, safe_files.RUN_OUTPUTS)
+        return "start", f"{run_dir} held a run stopped before its first checkpoint: nothing to resume, it starts over"
+    return "start", None
+
+
+def run_folder_plan(trainer: "PPOTrainer", if_exists: str, resume: bool = False) -> str:
+    """What ``PPOTrainer.train`` does with its run folder: "start", "resume" (from the checkpoint)
+    or "read" (a finished run read back), decided on rank 0 and shared with every process.
+
+    keep       (the default) a finished run with the same settings is read back and nothing is
+               trained; an interrupted one continues from its checkpoint; one stopped before its
+               first checkpoint starts over. Running a notebook cell again never loses a run.
+    resume     continue from the checkpoint (there must be one), finished or not (e.g. with more
+               total_updates); ``resume=True`` means this
+    overwrite  start afresh: the old run moves aside at once (``safe_files.move_run_aside``: the
+               folder never holds two runs) and is deleted only when the new run finishes
+    """
+    if if_exists not in IF_EXISTS:
+        raise ValueError(f"if_exists must be one of {', '.join(IF_EXISTS)}; got {if_exists!r}")
+    if resume and if_exists == "overwrite":
+        raise ValueError('resume=True and if_exists="overwrite" exclude each other: keep the one you mean')
+    decided = None
+    if trainer.rank == 0:
+        try:
+            decided = (*plan_on_disk(trainer.run_dir, trainer.config, "resume" if resume else if_exists), None)
+        except ValueError as error:  # said on every process, so none waits for the others
+            decided = (None, None, str(error))
+    plan, note, error = gather_objects(decided)[0]
+    if error:
+        raise ValueError(error)
+    if note and trainer.rank == 0:
+        tqdm.write(note)  # quiet or not: what happened to the run in the folder must be seen
+    return plan
+
+
+def stop_signal(text: str | None) -> StopSignal | None:
+    """``str(StopSignal)`` ("[rule] message", as summary.json keeps it) back into a StopSignal."""
+    if not text:
+        return None
+    rule, _, message = text.partition("] ")
+    return StopSignal(rule.lstrip("["), message)
+
+
+def load_saved_policy(policy, folder: Path) -> None:
+    """Put the weights that ``PPOTrainer.save_adapter`` wrote in ``folder`` (the LoRA adapter, or
+    the whole model, and the value head) into ``policy``, exactly."""
+    from safetensors.torch import load_file
+
+    weights = folder / ("adapter_model.safetensors" if policy.is_lora else "model.safetensors")
+    if not weights.is_file() or not (folder / "value_head.pt").is_file():
+        raise ValueError(f"{folder} lacks {weights.name} or value_head.pt, the finished run's final weights: start it "
+                         'over with train(if_exists="overwrite")')
+    if policy.is_lora:
+        from peft import set_peft_model_state_dict
+
+        unexpected = set_peft_model_state_dict(policy.lm, load_file(weights)).unexpected_keys
+    else:
+        unexpected = policy.lm.load_state_dict(load_file(weights), strict=False).unexpected_keys
+    if unexpected:
+        raise ValueError(f"{weights} holds weights this model lacks ({unexpected[:3]}): it was saved by another model")
+    policy.value_head.load_state_dict(torch.load(folder / "value_head.pt", map_location=policy.device))
+
+
+def read_back(trainer: "PPOTrainer") -> dict:
+    """A finished run read back into ``trainer`` as if it had just trained there: its logs,
+    evaluations, minute checkpoints, best and stop, and its final weights (``policy/``) in the
+    policy. Returns the run's summary."""
+    logs = read_run(trainer.run_dir, 'this cell with train(if_exists="overwrite")', min_updates=0)
+    minute_file = trainer.run_dir / "checkpoints.jsonl"
+    trainer.history, trainer.evals, summary = logs.history, logs.evals, logs.summary
+    trainer.checkpoints = [json.loads(line) for line in minute_file.read_text().splitlines() if line.strip()] \
+        if minute_file.is_file() else []
+    trainer.update, trainer.best = summary["updates"], summary.get("best")
+    trainer.checkpoint_update, trainer.stop = summary.get("checkpoint_update"), stop_signal(summary.get("stop"))
+    load_saved_policy(trainer.policy, trainer.run_dir / "policy")
+    return summary
+
+
+def start_run(trainer: "PPOTrainer", resume: bool) -> None:
+    """Resume if asked (a finished run resumed loses its ending, ``safe_files.RUN_ENDING``, at once:
+    an interrupted resume must not look finished), write the run's config and manifest, evaluate
+    the starting policy."""
+    if resume and trainer.load_checkpoint():
+        trainer.log(f"resumed from update {trainer.update}")
+        if trainer.rank == 0:
+            safe_files.remove_run_state(trainer.run_dir, safe_files.RUN_ENDING)
+    if trainer.rank == 0:
+        safe_files.write_json(trainer.run_dir / "config.json", trainer.config.to_dict())
+        safe_files.write_json(trainer.run_dir / "manifest.json", {**trainer.bundle.manifest,
+                                                                    "fast_paths": trainer.fast_paths}, default=str)
+    trainer._write_jsonl(METRICS, trainer.history)  # drops lines past the checkpoint after a kill
+    if not trainer.evals:
+        trainer._evaluate_and_keep_best()
+        trainer.log(f"held-out pass rate before training: {trainer.evals[0]['pass_rate']:.2%}")
+
+
+def minute_checkpoints(trainer: "PPOTrainer", final: bool = False) -> None:
+    """``eval_at_minutes``: test and unseen phrasings at each mark the training clock has passed
+    (and, with ``final``, at the end of the run), into ``checkpoints.jsonl``."""
+    seconds = trainer.training_seconds()
+    for mark in due_minute_marks(trainer.config.eval_at_minutes, trainer.checkpoints, seconds, final):
+        trainer.checkpoints.append({"minutes": round(seconds / 60, 3) if mark is None else mark, "final": mark is None,
+                                    "update": trainer.update, "train_seconds": seconds,
+                                    **evaluate_splits(trainer.bundle, trainer.config, trainer.eval_records)})
+        trainer._write_jsonl("checkpoints.jsonl", trainer.checkpoints)  # each one kept as soon as it is measured
 
 
 def lr_factor(cfg: PPOConfig, updates_done: int, seconds_trained: float) -> float:
@@ -506,13 +719,22 @@ class PPOTrainer:
         budget = self.config.max_train_minutes
         return budget > 0 and global_max(self.training_seconds()) >= 60 * budget
 
-    def train(self, resume: bool = False) -> dict:
+    def train(self, resume: bool = False, if_exists: str = "keep") -> dict:
         """Run until ``total_updates``, a stop rule or the time budget; write metrics, checkpoints
-        and the report. Returns the run's summary."""
-        cfg = self.config
-        self._start(resume)
-        bar = tqdm(total=cfg.total_updates, initial=self.update, desc="PPO updates", disable=self.rank != 0 or self.quiet)
+        and the report. Returns the run's summary. A run already in the folder
+        (``run_folder_plan``): ``if_exists="keep"``, the default, reads a finished one back
+        (nothing trained) and continues an interrupted one from its checkpoint; "resume" (or
+        ``resume=True``) continues from the checkpoint; "overwrite" starts afresh. Ctrl-C at any
+        moment ends in ``safe_files.Interrupted``: its message says what was kept and the way on."""
+        cfg, bar, self.phase = self.config, None, "start"
         try:
+            plan = run_folder_plan(self, if_exists, resume)
+            if plan == "read":
+                return read_back(self)
+            start_run(self, plan == "resume")
+            self.phase = "training"
+            bar = tqdm(total=cfg.total_updates, initial=self.update, desc="PPO updates",
+                       disable=self.rank != 0 or self.quiet)
             while self.update < cfg.total_updates and self.stop is None and not self.budget_spent():
                 metrics = self.ppo_update()
                 self._after_update(metrics)
@@ -524,27 +746,16 @@ class PPOTrainer:
                 healthy = self.stop is None and not stop_rules.is_nonfinite(metrics)
                 if healthy and (self.update % cfg.save_every == 0 or self._last_update()):
                     self.save_checkpoint()
+            self.phase = "report"
+            return self._finish()
         except KeyboardInterrupt:  # mid-update state is half-changed: the checkpoint is what is kept
-            raise safe_files.Interrupted(interrupted_message(self.run_dir, self.update, self.checkpoint_update)) from None
+            raise safe_files.Interrupted(interrupted_message(self.run_dir, self.update, phase=self.phase)) from None
         finally:
-            bar.close()
-        return self._finish()
+            if bar is not None:
+                bar.close()
 
     def _last_update(self) -> bool:
         return self.update == self.config.total_updates or self.budget_spent()
-
-    def _start(self, resume: bool) -> None:
-        """Resume if asked, write the run's config and manifest, evaluate the starting policy."""
-        if resume and self.load_checkpoint():
-            self.log(f"resumed from update {self.update}")
-        if self.rank == 0:
-            safe_files.write_json(self.run_dir / "config.json", self.config.to_dict())
-            safe_files.write_json(self.run_dir / "manifest.json", {**self.bundle.manifest, "fast_paths": self.fast_paths},
-                                  default=str)
-        self._write_jsonl(METRICS, self.history)  # drops lines past the checkpoint after a kill
-        if not self.evals:
-            self._evaluate_and_keep_best()
-            self.log(f"held-out pass rate before training: {self.evals[0]['pass_rate']:.2%}")
 
     def _after_update(self, metrics: dict) -> None:
         """Stop rules on the new metrics; an evaluation when one is due (then the held-out rule)."""
@@ -558,17 +769,7 @@ class PPOTrainer:
             self._evaluate_and_keep_best()
             self.stop, self.streaks = stop_rules.check_heldout(self.history, self.evals, self.config, self.streaks)
         self._write_jsonl(METRICS, self.history)
-        self._minute_checkpoints()
-
-    def _minute_checkpoints(self, final: bool = False) -> None:
-        """``eval_at_minutes``: test and unseen phrasings at each mark the training clock has passed
-        (and, with ``final``, at the end of the run), into ``checkpoints.jsonl``."""
-        seconds = self.training_seconds()
-        for mark in due_minute_marks(self.config.eval_at_minutes, self.checkpoints, seconds, final):
-            self.checkpoints.append({"minutes": round(seconds / 60, 3) if mark is None else mark, "final": mark is None,
-                                     "update": self.update, "train_seconds": seconds,
-                                     **evaluate_splits(self.bundle, self.config, self.eval_records)})
-            self._write_jsonl("checkpoints.jsonl", self.checkpoints)  # each one kept as soon as it is measured
+        minute_checkpoints(self)
 
     def _evaluate_and_keep_best(self) -> None:
         """Evaluate; when the pass rate beats every earlier one, save this policy as ``best_policy/``."""
@@ -590,12 +791,14 @@ class PPOTrainer:
             finished = (f"training-time budget of {cfg.max_train_minutes:g} min spent after {self.update} updates "
                         f"({self.training_seconds() / 60:.1f} min)")
             self.log(finished)
-        self._minute_checkpoints(final=True)
+        minute_checkpoints(self, final=True)
         summary = run_summary(self, finished)
         if self.rank == 0:
             self.save_adapter()
             report.write_report(self.run_dir, cfg, self.history, self.evals, summary, self.bundle.manifest)
-            safe_files.write_json(self.run_dir / "summary.json", summary)
+            safe_files.write_json(self.run_dir / "summary.json", summary)  # last: it marks the run finished
+            if (dropped := safe_files.drop_replaced_run(self.run_dir)) is not None:
+                self.log(f"the run this one replaced ({dropped}) is deleted")
         return summary
 
     def save_adapter(self, folder=None) -> None:
@@ -659,16 +862,15 @@ def main(argv: list[str] | None = None) -> dict:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # let finally-blocks run on `kill`
     trainer = None
     try:
-        trainer = PPOTrainer(config, accelerator=accelerator)  # every check passed and the model loaded: only now remove an old run
-        if args.overwrite and trainer.rank == 0:
-            safe_files.remove_run_state(config.run_dir)
-        summary = trainer.train(resume=resume)
+        trainer = PPOTrainer(config, accelerator=accelerator)  # every check passed and the model loaded: only now move an old run
+        # check_run_folder refused a folder holding a run without a flag, so "keep" here only starts.
+        summary = trainer.train(if_exists="resume" if resume else "overwrite" if args.overwrite else "keep")
         accelerator.wait_for_everyone()  # rank 0 writes the report last: nobody leaves before it is done
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # the notebook's message from train() becomes the command's
         if trainer is None:
             raise safe_files.Interrupted(f"interrupted before training started; nothing was written. Rerun `{command}`")
-        raise safe_files.Interrupted(interrupted_message(trainer.run_dir, trainer.update, trainer.checkpoint_update,
-                                                         command)) from None
+        raise safe_files.Interrupted(interrupted_message(trainer.run_dir, trainer.update, command,
+                                                         getattr(trainer, "phase", "start"))) from None
     finally:
         accelerator.end_training()  # leaves the process group (none on one process)
     if trainer.rank == 0:

@@ -321,7 +321,8 @@ def test_ctrl_c_keeps_the_checkpoint_says_how_to_resume_and_exits_130(capsys, tm
 
 def test_ctrl_c_in_a_notebook_also_names_the_kept_checkpoint(tmp_path, monkeypatch):
     """``PPOTrainer.train`` called directly (a notebook cell, no command line around it): Ctrl-C
-    ends in ``safe_files.Interrupted`` (still a KeyboardInterrupt) naming the checkpoint kept."""
+    ends in ``safe_files.Interrupted`` (still a KeyboardInterrupt) naming the checkpoint kept and
+    the notebook's way on (the cell run again), not a command's flag (issue 53)."""
     from course_utils.config import load_config
     from course_utils.trainer import PPOTrainer
 
@@ -330,7 +331,8 @@ def test_ctrl_c_in_a_notebook_also_names_the_kept_checkpoint(tmp_path, monkeypat
     with pytest.raises(KeyboardInterrupt) as caught:
         trainer.train()
     assert isinstance(caught.value, safe_files.Interrupted), type(caught.value)
-    assert re.search(r"checkpoint of update 1 is kept in .*--resume", str(caught.value)), str(caught.value)
+    assert re.search(r"checkpoint of update 1 is kept in .*this cell run again", str(caught.value)), str(caught.value)
+    assert "--resume" not in str(caught.value)
 
 
 def earlier_model(folder: Path, files: dict[str, bytes]) -> dict[str, bytes]:
@@ -371,14 +373,21 @@ def test_ctrl_c_during_sft_leaves_the_earlier_model_whole_and_exits_130(capsys, 
     assert_as_it_was(model, files)
 
 
-def test_ctrl_c_after_the_sft_model_is_saved_says_it_is_saved(capsys, tmp_path, monkeypatch):
-    from course_utils.machinery import report
+def test_ctrl_c_after_the_sft_run_is_in_place_says_it_is_saved(capsys, tmp_path, monkeypatch):
+    """The new run (model, report, metrics) is swapped in as a whole; a Ctrl-C held until the swap is
+    done (``safe_files.deferred_interrupt``) then says the new model is there. Before the swap, the
+    earlier run is as it was (tests/test_rerun_safety.py)."""
+    real = sft.safe_files.swap_in
 
-    interrupt_call(monkeypatch, report, "write_sft_report")
+    def swapped_then_interrupted(*args):
+        real(*args)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sft.safe_files, "swap_in", swapped_then_interrupted)
     code, _, err = run_cli(capsys, *sft_tiny(tmp_path))
     one_line_error(code, err, "interrupted after the new SFT model was saved in", "PPO can start from it",
                    exit_code=130)
-    assert sft.complete_model(tmp_path / "s" / "model")
+    assert sft.complete_model(tmp_path / "s" / "model") and (tmp_path / "s" / "metrics.json").is_file()
 
 
 @pytest.fixture(scope="module")

@@ -89,6 +89,18 @@ def save(run_dir: Path, state: dict, update: int) -> Path:
     return safe_files.replace_folder(tmp, final)  # the old checkpoint moves aside to .checkpoint.old first
 
 
+def saved_update(run_dir: Path) -> int | None:
+    """The update of the checkpoint on disk in ``run_dir`` (the one ``load`` would read), or None
+    when there is none: what a message may promise to resume from is read here, never assumed."""
+    for folder in (Path(run_dir) / CHECKPOINT, Path(run_dir) / f".{CHECKPOINT}.old"):
+        if (folder / "state.pt").is_file():
+            try:
+                return int(json.loads((folder / "meta.json").read_text())["update"])
+            except (OSError, ValueError, KeyError, TypeError):
+                return -1  # a state without a readable meta.json: there is a checkpoint, of an unknown update
+    return None
+
+
 def load(run_dir: Path, folder: Path | None = None) -> dict | None:
     """The saved state, or None when the run has no checkpoint yet. A run killed between the two
     renames of ``save`` left its checkpoint as ``.checkpoint.old``: that one is read then."""

@@ -8,6 +8,11 @@
 * Up-front checks, before any model loads: ``check_writable`` (a read-only output folder is named
   at once, not after 15 minutes of training) and ``check_run_folder`` (a run folder that already
   holds a run is neither wiped by accident nor resumed from nothing).
+* A run started over never leaves a folder that describes two runs: ``move_run_aside`` moves the
+  old run out of the folder in renames before the new one writes anything, and keeps it (beside
+  the folder) until the new run finishes (``drop_replaced_run``); ``swap_in`` puts a run written
+  elsewhere in place of the old one as a whole. ``deferred_interrupt`` holds a Ctrl-C that arrives
+  during such renames until they are done.
 """
 
 from __future__ import annotations
@@ -16,7 +21,10 @@ import json
 import math
 import os
 import shutil
+import signal
 import tempfile
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 # What "this folder holds a run" means: something a learner would lose by starting over.
@@ -25,6 +33,12 @@ RUN_MARKERS = ("checkpoint/state.pt", ".checkpoint.old/state.pt", "metrics.jsonl
 # ``--resume`` can never continue the old run inside the new one's log.
 RUN_STATE = ("checkpoint", ".checkpoint.old", ".checkpoint.tmp", "best_policy", "metrics.jsonl", "evals.jsonl",
              "summary.json")
+# What a PPO run writes at its end (``summary.json``, the finished-run marker, first): removed when a
+# finished run is resumed, so that an interrupted resume never looks finished with the old ending.
+RUN_ENDING = ("summary.json", "report.md", "curves.png", "samples.json", "versions.json", "policy")
+# Everything a PPO run writes into its folder; any other entry is the learner's and stays.
+RUN_OUTPUTS = (*RUN_STATE, *RUN_ENDING[1:], "config.json", "manifest.json", "checkpoints.jsonl")
+FINISHED = "summary.json"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -123,6 +137,11 @@ def has_checkpoint(run_dir: str | os.PathLike) -> bool:
     return any((run_dir / marker).is_file() for marker in RUN_MARKERS[:2])
 
 
+def is_finished(run_dir: str | os.PathLike) -> bool:
+    """True when ``run_dir`` holds a finished run: its summary, written last, is there."""
+    return (Path(run_dir) / FINISHED).is_file()
+
+
 def check_run_folder(run_dir: str | os.PathLike, resume: bool, overwrite: bool, resume_or_start: bool,
                      command: str) -> bool:
     """The rules of starting a run in ``run_dir``, checked before any model loads; returns whether
@@ -147,14 +166,95 @@ def check_run_folder(run_dir: str | os.PathLike, resume: bool, overwrite: bool, 
     return resume
 
 
-def remove_run_state(run_dir: str | os.PathLike) -> None:
-    """Delete the files of ``RUN_STATE`` (only those: a run folder may hold a learner's own notes)."""
-    for name in RUN_STATE:
+def remove_run_state(run_dir: str | os.PathLike, names=RUN_STATE) -> None:
+    """Delete the entries ``names`` (default ``RUN_STATE``) of ``run_dir``: only those, a run folder
+    may hold a learner's own notes."""
+    for name in names:
         path = Path(run_dir) / name
         if path.is_dir():
             shutil.rmtree(path)
         elif path.exists():
             path.unlink()
+
+
+def replaced_run(run_dir: str | os.PathLike) -> Path:
+    """Where ``move_run_aside`` keeps the run that a new one replaces: ``.<name>.replaced`` beside it."""
+    run_dir = Path(run_dir)
+    return run_dir.parent / f".{run_dir.name}.replaced"
+
+
+def move_run_aside(run_dir: str | os.PathLike, outputs=RUN_OUTPUTS) -> Path | None:
+    """Empty ``run_dir`` of the run it holds before a new run starts there; returns the folder
+    that keeps the old run (``replaced_run``) or None when there was none.
+
+    The whole folder is renamed (one rename: an interrupt leaves it in one place or the other,
+    never half moved), a fresh ``run_dir`` is made, and the entries that are not ``outputs`` (a
+    learner's notes) are moved back. A finished run, or the first run replaced, is kept until the
+    new run finishes (``drop_replaced_run``); an unfinished run replaced while an earlier finished
+    one is kept is deleted, so the kept one is always the last finished run."""
+    run_dir, aside = Path(run_dir), replaced_run(run_dir)
+    if not any((run_dir / name).exists() for name in outputs):  # no run here (perhaps notes): nothing to move
+        run_dir.mkdir(parents=True, exist_ok=True)
+        return aside if aside.is_dir() else None
+    keep = is_finished(run_dir) or not aside.is_dir()
+    target = aside if keep else run_dir.parent / f".{run_dir.name}.discarded"
+    shutil.rmtree(target, ignore_errors=True)
+    with deferred_interrupt():  # three renames: Ctrl-C waits until the folder is whole again
+        os.replace(run_dir, target)
+        run_dir.mkdir()
+        restore_notes(target, run_dir, outputs)
+    if not keep:
+        shutil.rmtree(target, ignore_errors=True)
+    return aside
+
+
+def restore_notes(source: Path, run_dir: Path, outputs) -> None:
+    """Move the entries of ``source`` that are not run ``outputs`` (nor hidden) back into ``run_dir``."""
+    for entry in sorted(Path(source).iterdir()):
+        if entry.name not in outputs and not entry.name.startswith(".") and not (run_dir / entry.name).exists():
+            os.replace(entry, run_dir / entry.name)
+
+
+def drop_replaced_run(run_dir: str | os.PathLike, outputs=RUN_OUTPUTS) -> Path | None:
+    """Once a new run in ``run_dir`` has finished: delete the run it replaced (any note still with
+    it moved back first). Returns the folder deleted, or None when there was none."""
+    aside = replaced_run(run_dir)
+    if not aside.is_dir():
+        return None
+    restore_notes(aside, Path(run_dir), outputs)
+    shutil.rmtree(aside, ignore_errors=True)
+    return aside
+
+
+@contextmanager
+def deferred_interrupt():
+    """Hold a Ctrl-C (SIGINT) that arrives inside the block until the block is done, then raise
+    it: a few renames that must happen together are never cut between two of them. Only the main
+    thread receives signals; elsewhere (or where the handler cannot be set) the block runs as is."""
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous is None:
+        yield
+        return
+    caught = []
+    signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
+
+
+def swap_in(new: str | os.PathLike, run_dir: str | os.PathLike, outputs) -> Path:
+    """Put the complete run folder ``new`` (written beside ``run_dir``) in its place as a whole:
+    the entries of the old folder that are not ``outputs`` (a learner's notes) move into ``new``
+    first, then ``replace_folder``'s renames, all with Ctrl-C held until they are done. A fault
+    before this leaves the old run whole; after it, the new one."""
+    new, run_dir = Path(new), Path(run_dir)
+    with deferred_interrupt():
+        if run_dir.is_dir():
+            restore_notes(run_dir, new, outputs)
+        return replace_folder(new, run_dir)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -169,8 +269,9 @@ def replace_folder(new: str | os.PathLike, final: str | os.PathLike) -> Path:
     new, final = Path(new), Path(final)
     old = final.parent / f".{final.name}.old"
     shutil.rmtree(old, ignore_errors=True)
-    if final.exists():
-        os.replace(final, old)
-    os.replace(new, final)
+    with deferred_interrupt():  # Ctrl-C between the two renames would leave no folder in place
+        if final.exists():
+            os.replace(final, old)
+        os.replace(new, final)
     shutil.rmtree(old, ignore_errors=True)
     return final
