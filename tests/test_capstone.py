@@ -263,3 +263,100 @@ def test_the_committed_checker_runs_pay_little_for_their_kl():
     for folder in sorted(runs.glob("f_sft_ppo_checker_noise*-seed*")) + sorted(runs.glob("sft_ppo_checker_nodemo-seed*")):
         steps = capstone.ppo_step_sizes(folder)
         assert steps["kl_coef"] == 0.02 and steps["beta_kl_last"] < 0.1, (folder.name, steps)
+
+
+def test_ppo_step_sizes_skip_the_updates_that_took_no_step(tmp_path):
+    """Reinforce-Rej drops every group whose answers all pass or all fail: such an update logs no clip
+    fraction or entropy, and the means are over the updates that did step."""
+    import json
+
+    rows = [{"kl_per_sequence": 1.0, "kl_coef": 0.02, "policy_clipfrac": None, "entropy": None, "score": 1.0},
+            {"kl_per_sequence": 2.0, "kl_coef": 0.02, "policy_clipfrac": 0.1, "entropy": 0.5, "score": 0.5}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    steps = capstone.ppo_step_sizes(tmp_path, window=1)
+    assert steps["clipfrac_first"] is None and steps["entropy_first"] is None
+    assert steps["clipfrac_last"] == pytest.approx(0.1) and steps["entropy_last"] == pytest.approx(0.5)
+    assert steps["beta_kl_first"] == pytest.approx(0.02) and steps["score_first"] == 1.0
+
+
+def design1(seeds: int) -> dict:
+    """A design-1 record in when_ppo_wins.json's shape: per seed a start and arms A and B."""
+    def points(offset, values):
+        return [{"minutes": 10 + m + offset, "test": v, "test_unseen": v / 2, **({"final": True} if m == 30 else {})}
+                for m, v in zip((5, 15, 30), values)]
+    return {"seeds": {str(s): {"start": {"points": [{"minutes": 11.1, "test": 60.0 + s, "test_unseen": 40.0,
+                                                      "final": True}]},
+                               "arms": {"B": {"points": points(0.2 * s, (62.0, 64.0, 66.0 + 2 * s))},
+                                        "A": {"points": points(0.0, (70.0, 72.0, 73.0 - s))}}}
+                      for s in range(seeds)}}
+
+
+def test_design1_curves_start_every_arm_at_the_shared_start():
+    curves = capstone.design1_curves(design1(2))
+    assert list(curves) == ["A", "B"]  # arms in order, whatever order the record holds them in
+    assert curves["A"][0] == [(10.0, 60.0), (15.0, 70.0), (25.0, 72.0), (40.0, 73.0)]
+    assert curves["B"][1][0] == (10.0, 61.0) and curves["B"][1][-1] == pytest.approx((40.2, 68.0))
+    assert capstone.design1_curves(design1(1), "test_unseen")["A"][0][1] == (15.0, 35.0)
+
+
+def test_learning_curves_draw_an_interval_band_only_when_more_than_one_seed_ran():
+    from matplotlib.collections import PolyCollection
+
+    one = capstone.plot_learning_curves({"test": capstone.design1_curves(design1(1))})
+    ax = one.axes[0]
+    assert not [c for c in ax.collections if isinstance(c, PolyCollection)]
+    thick = [line for line in ax.lines if line.get_linewidth() == 2]
+    assert len(thick) == 2 and "one seed: no interval" in one.texts[0].get_text()
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "A: filtered SFT continued (1 seed)", "B: PPO on the checker (1 seed)"]
+
+    three = capstone.plot_learning_curves({"test": capstone.design1_curves(design1(3)),
+                                           "unseen": capstone.design1_curves(design1(3), "test_unseen")})
+    assert len(three.axes) == 2
+    ax = three.axes[0]
+    bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    assert len(bands) == 2  # one per arm
+    # A's end values over three seeds are 73, 72, 71: mean 72, SE 1/sqrt(3), band 72 ± 4.303 / sqrt(3)
+    top = bands[0].get_paths()[0].vertices[:, 1].max()
+    assert top == pytest.approx(72 + capstone.t_quantile(0.975, 2) / math.sqrt(3), abs=1e-6)
+    assert "95% t-intervals" in three.texts[0].get_text()
+    thin = [line for line in ax.lines if line.get_linewidth() == 0.8]
+    assert len(thin) == 6  # every seed of both arms
+
+
+def test_the_coverage_plot_names_the_other_recipe_at_zero_and_joins_only_like_points():
+    import numpy as np
+
+    points = capstone.demo_coverage_points(measurements(True))
+    assert points[0]["ppo_name"] == capstone.OTHER_PPO_NAME and "ppo_name" not in points[1]
+    ax = capstone.plot_coverage(points).axes[0]
+    joined = [line for line in ax.get_lines() if line.get_linestyle() == ":"]
+    assert all(0 not in np.round(line.get_xdata()) for line in joined)  # the 0% point is joined to nothing
+    notes = [t.get_text() for t in ax.texts]
+    assert capstone.NO_SFT_NAME in notes and capstone.OTHER_PPO_NAME in notes
+
+
+def test_the_retention_legend_sits_under_the_axes():
+    """The cold read found a seed's end point hidden under the legend: it now sits below the plot."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    design = {"arms": {"sft_continue_retention": {"gain_trained": [40, 44, 42], "change_others": [-20, -24, -22]}}}
+    fig = capstone.plot_retention(design)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    ax = fig.axes[0]
+    legend = ax.get_legend().get_window_extent(canvas.get_renderer())
+    assert legend.y1 <= ax.get_window_extent(canvas.get_renderer()).y0
+
+
+def test_interval_half_width_is_t_times_the_standard_error_and_sentences_never_print_minus_zero():
+    assert capstone.interval_half_width([1.0, 2.0, 3.0]) == pytest.approx(capstone.t_quantile(0.975, 2) / math.sqrt(3))
+    assert capstone.interval_half_width([5.0]) == 0.0
+    tiny = capstone.compare([41.0, 40.0, 37.0], [41.0 + 1e-12, 40.0, 37.0])  # a difference that rounds to zero
+    assert "= +0.0 ± " in tiny.sentence() and "-0.0" not in tiny.sentence()
+
+
+def test_a_record_is_the_sentence_without_its_verdict():
+    result = capstone.compare([54.0, 57.0, 53.0], [50.0, 50.0, 50.0])
+    assert result.sentence("PPO", "SFT") == f"{result.record('PPO', 'SFT')}: level within noise"
+    assert "ahead" not in result.record("PPO", "SFT").split(";")[0] and "within noise" not in result.record()

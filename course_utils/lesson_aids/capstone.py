@@ -90,6 +90,9 @@ def plot_pass_at_k_shift(shift: Mapping[str, Mapping[str, float]], k: int = 16) 
 
 NO_SFT_NAME = "no SFT possible: the instruct model"
 """What stands in the SFT column where no family has demonstrations (the 0% coverage point)."""
+OTHER_PPO_NAME = "another recipe: the cpu preset from the instruct model"
+"""What stands in the PPO column at the 0% coverage point: not the warm-up + PPO on the strict
+checker of the other points, but ``configs/cpu.yaml`` (no warm-up, its own reward and lr)."""
 
 
 def demo_coverage_points(measurements: Mapping, measure: str = "all") -> list[dict]:
@@ -110,12 +113,14 @@ def demo_coverage_points(measurements: Mapping, measure: str = "all") -> list[di
     ``measure``: "all" reads every test prompt (the same 100 at each point); "uncovered" reads only
     the prompts of families without demonstrations (so the 100% point has none, and 0% is all).
     Each point: ``{"coverage", "sft": [per seed], "ppo": [per seed], "measured_on"}``; the 0% point
-    also has ``"sft_name"`` (``NO_SFT_NAME``), since its "SFT" is the untrained instruct model."""
+    also has ``"sft_name"`` (``NO_SFT_NAME``), since its "SFT" is the untrained instruct model, and
+    ``"ppo_name"`` (``OTHER_PPO_NAME``), since its PPO is a different recipe."""
     if measure not in ("all", "uncovered"):
         raise ValueError(f"measure is 'all' or 'uncovered', got {measure!r}")
     arms = measurements["pipeline"]["arms"]
     points = [{"coverage": 0, "sft": arms["base"]["test"], "ppo": arms["ppo_instruct"]["test"],
-               "sft_name": NO_SFT_NAME, "measured_on": "all 100 test prompts (no family has demonstrations)"}]
+               "sft_name": NO_SFT_NAME, "ppo_name": OTHER_PPO_NAME,
+               "measured_on": "all 100 test prompts (no family has demonstrations)"}]
     design = measurements["designs"].get("g_no_demonstrations")
     if design:
         key = "test" if measure == "all" else "test_nodemo"
@@ -204,14 +209,31 @@ class Comparison:
     def interval_text(self) -> str:
         if self.low is None:
             return "no interval"
-        return f"{self.level:.0%} interval [{self.low:+.1f}, {self.high:+.1f}]"
+        return f"{self.level:.0%} interval [{_signed(self.low)}, {_signed(self.high)}]"
+
+    def record(self, a: str = "A", b: str = "B") -> str:
+        """The numbers without a verdict: ``a − b = +4.7 ± 2.7 (95% interval [-7.0, +16.4], paired by
+        seed, n = 3; a ahead in 2 of 3 seeds)``, for a comparison a pre-registered rule has not
+        decided yet (too few seeds), where the interval is a record, not a finding."""
+        signs = f"; {a} ahead in {self.positive} of {self.n} seeds" if self.paired else ""
+        return f"{a} − {b} = {_signed(self.difference)} ± {self.se:.1f} ({self.interval_text()}, {self.how}{signs})"
 
     def sentence(self, a: str = "A", b: str = "B") -> str:
         """``a − b = +4.7 ± 2.7 (95% interval [-7.0, +16.4], paired by seed, n = 3; a ahead in 2 of
         3 seeds): level within noise``."""
-        signs = f"; {a} ahead in {self.positive} of {self.n} seeds" if self.paired else ""
-        return (f"{a} − {b} = {self.difference:+.1f} ± {self.se:.1f} ({self.interval_text()}, {self.how}{signs}): "
-                f"{self.verdict(a, b)}")
+        return f"{self.record(a, b)}: {self.verdict(a, b)}"
+
+
+def _signed(x: float, digits: int = 1) -> str:
+    """``x`` with its sign, rounded, and never "-0.0" for a value that rounds to zero."""
+    return f"{round(x, digits) + 0.0:+.{digits}f}"
+
+
+def interval_half_width(values: Sequence[float], level: float = 0.95) -> float:
+    """Half the width of the ``level`` t-interval of the mean of ``values`` (t_{(1+level)/2, n−1} · SE):
+    what the lesson's figures draw as error bars. 0 for a single value, which has no spread."""
+    n = len(values)
+    return t_quantile((1 + level) / 2, n - 1) * mean_se(values)[1] if n > 1 else 0.0
 
 
 def compare(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> Comparison:
@@ -274,18 +296,27 @@ def ppo_step_sizes(run: Path, window: int = 10) -> dict:
         beta_kl           kl_coef · kl_per_response: the penalty in the reward's own units
         clipfrac          the share of tokens whose probability ratio was clipped
         score             the reward before the penalty (the checker's 0/1, or the reward model's score)
+        entropy           the policy's mean token entropy on its own samples, nats (where logged)
 
-    as ``{"updates", "kl_coef", "<measure>_first", "<measure>_last"}``."""
+    as ``{"updates", "kl_coef", "<measure>_first", "<measure>_last"}``. An update that took no
+    optimiser step (Reinforce-Rej drops every group whose answers all pass or all fail) logs no
+    clip fraction or entropy: those means are over the updates that did; None where none did."""
     rows = [json.loads(line) for line in (Path(run) / "metrics.jsonl").read_text().splitlines() if line.strip()]
     if not rows:
         raise ValueError(f"{run}: metrics.jsonl has no updates")
     measures = {"kl_per_response": lambda r: r["kl_per_sequence"],
                 "beta_kl": lambda r: r["kl_coef"] * r["kl_per_sequence"],
-                "clipfrac": lambda r: r["policy_clipfrac"], "score": lambda r: r["score"]}
+                "clipfrac": lambda r: r.get("policy_clipfrac"), "score": lambda r: r["score"],
+                "entropy": lambda r: r.get("entropy")}
+
+    def mean(part):
+        values = [v for v in part if v is not None]
+        return float(np.mean(values)) if values else None
+
     out = {"updates": len(rows), "kl_coef": rows[-1]["kl_coef"]}
     for name, read in measures.items():
-        out[f"{name}_first"] = float(np.mean([read(r) for r in rows[:window]]))
-        out[f"{name}_last"] = float(np.mean([read(r) for r in rows[-window:]]))
+        out[f"{name}_first"] = mean([read(r) for r in rows[:window]])
+        out[f"{name}_last"] = mean([read(r) for r in rows[-window:]])
     return out
 
 
@@ -326,33 +357,38 @@ def verdict(point: Mapping) -> str:
 
 def plot_coverage(points: Sequence[Mapping], highlight: int | None = None) -> Figure:
     """SFT and PPO against the share of task families with demonstrations: the measured points
-    only (mean ± standard error, dots per seed), joined by dotted lines that say nothing was
-    measured in between."""
+    only (mean with its 95% t-interval, dots per seed), joined by dotted lines that say nothing was
+    measured in between. A point whose arm is another recipe (``sft_name``, ``ppo_name``: the 0%
+    point's instruct model and cpu preset) is named beside it and not joined to the others."""
     fig = Figure(figsize=(6.5, 3.8))
     ax = fig.subplots()
     xs = [p["coverage"] for p in points]
     for name, colour, offset in (("sft", "C1", -1.2), ("ppo", "C0", 1.2)):
         means = [mean_se(p[name]) for p in points]
-        ax.errorbar(np.add(xs, offset), [m for m, _ in means], yerr=[s for _, s in means], fmt="o", color=colour,
+        ax.errorbar(np.add(xs, offset), [m for m, _ in means], yerr=[interval_half_width(p[name]) for p in points],
+                    fmt="o", color=colour,
                     capsize=3, label={"sft": "SFT on the demonstrations that exist",
-                                      "ppo": "(warm-up +) PPO on the checker"}[name])
-        ax.plot(np.add(xs, offset), [m for m, _ in means], ":", color=colour, lw=0.8)
+                                      "ppo": "warm-up + PPO on the strict checker"}[name])
+        same = [i for i, p in enumerate(points) if f"{name}_name" not in p]  # one recipe: joined
+        ax.plot([xs[i] + offset for i in same], [means[i][0] for i in same], ":", color=colour, lw=0.8)
         for x, p in zip(xs, points):
             ax.plot(np.full(len(p[name]), x + offset), p[name], ".", color=colour, alpha=0.5)
-    for x, p in zip(xs, points):  # a point whose "SFT" is no SFT at all says so beside it
-        if "sft_name" in p:
-            ax.annotate(p["sft_name"], (x - 1.2, mean_se(p["sft"])[0]), xytext=(8, 0), textcoords="offset points",
-                        ha="left", va="center", fontsize=7, color="C1")
+    for x, p in zip(xs, points):  # a point whose arm is another recipe says so beside it
+        for name, colour, offset, dy in (("sft", "C1", -1.2, -8), ("ppo", "C0", 1.2, 8)):
+            if f"{name}_name" in p:
+                ax.annotate(p[f"{name}_name"], (x + offset, mean_se(p[name])[0]), xytext=(8, dy),
+                            textcoords="offset points", ha="left", va="center", fontsize=7, color=colour)
     filtered = [p for p in points if "sft_filtered" in p]
     for i, p in enumerate(filtered):  # measured at fewer points: markers only, no line
-        mean, se = mean_se(p["sft_filtered"])
-        ax.errorbar([p["coverage"]], [mean], yerr=[se], fmt="s", color="C2", capsize=3,
+        mean = mean_se(p["sft_filtered"])[0]
+        ax.errorbar([p["coverage"]], [mean], yerr=[interval_half_width(p["sft_filtered"])], fmt="s", color="C2", capsize=3,
                     label="filtered SFT (+ the model's own answers the checker passed)" if i == 0 else None)
     if highlight is not None:
         ax.axvspan(highlight - 4, highlight + 4, color="0.85", zorder=0)
     ax.set(xlabel="task families that have demonstrations, %", ylabel="strict held-out pass rate, %",
            xticks=xs, ylim=(0, 100), title="who wins depends on what the demonstrations cover")
-    ax.text(0.99, 0.02, "dotted: joins measured points (nothing measured between)", transform=ax.transAxes,
+    ax.text(0.99, 0.02, "bars: 95% t-intervals of the mean; dotted: joins measured points (nothing measured between)",
+            transform=ax.transAxes,
             ha="right", fontsize=7, color="0.4")
     ax.legend(fontsize=8, loc="upper left")
     ax.grid(alpha=0.3)
@@ -456,8 +492,8 @@ def noise_crossing(levels: Mapping[str, Mapping[float, Sequence[float]]], rising
 
 
 def plot_noise_crossover(levels: Mapping[str, Mapping[float, Sequence[float]]], held_out: str = "test") -> Figure:
-    """Each arm of design (f) against the share of noisy demonstrations: mean ± standard error per
-    measured rate (dots: seeds), dotted lines joining the rates of one arm. Where PPO's line crosses
+    """Each arm of design (f) against the share of noisy demonstrations: the mean and its 95%
+    t-interval per measured rate (dots: seeds), dotted lines joining the rates of one arm. Where PPO's line crosses
     above the best SFT line is the noise level at which RL starts to pay."""
     fig = Figure(figsize=(6.5, 3.8))
     ax = fig.subplots()
@@ -468,14 +504,15 @@ def plot_noise_crossover(levels: Mapping[str, Mapping[float, Sequence[float]]], 
         offset = -width / 2 + 0.012 * i  # side by side, so error bars at one rate do not hide each other
         means = [mean_se(levels[kind][r]) for r in rates]
         colour = f"C{list(NOISY_ARM_LABELS).index(kind)}"
-        ax.errorbar(np.add(rates, offset), [m for m, _ in means], yerr=[s for _, s in means],
+        ax.errorbar(np.add(rates, offset), [m for m, _ in means],
+                    yerr=[interval_half_width(levels[kind][r]) for r in rates],
                     fmt="s" if kind == "sft_warm_up" else "o", color=colour, capsize=3, label=NOISY_ARM_LABELS[kind])
         ax.plot(np.add(rates, offset), [m for m, _ in means], ":", color=colour, lw=0.8)
         for r in rates:
             ax.plot(np.full(len(levels[kind][r]), r + offset), levels[kind][r], ".", color=colour, alpha=0.5)
     every_rate = sorted({r for kind in kinds for r in levels[kind]})
     ax.set(xlabel="share of demonstrations that are a labeler's mistake", ylabel=f"strict pass rate on {held_out}, %",
-           xticks=every_rate, ylim=(0, 100), title="design (f): the noisy teacher (mean ± SE; dots: seeds)")
+           xticks=every_rate, ylim=(0, 100), title="design (f): the noisy teacher (mean, 95% interval; dots: seeds)")
     ax.legend(fontsize=7, loc="upper right")
     ax.text(0.01, 0.02, "dotted: joins measured rates (nothing measured between)", transform=ax.transAxes,
             fontsize=7, color="0.4")
@@ -493,12 +530,13 @@ RETENTION_ARM_LABELS = {  # in the order lesson 11 introduces the arms
 def plot_retention(design: Mapping) -> Figure:
     """Design (h): gain on the trained families (x, points) against the change on the other
     families (y, points; below 0: forgotten), both measured from each seed's warm-up. One dot per
-    seed and arm, the arm's mean ± SE as a square with error bars; each run's evaluations along its
+    seed and arm, the arm's mean as a square with its 95% t-interval as error bars; each run's evaluations along its
     training as a thin line from (0, 0) (``design["arms"][arm]["curves"]``): where the two arms' paths
     reach the same gain, their heights compare forgetting at equal gain. The dashed line is half of
     SFT's mean loss at the end, a guide for the eye; the target itself is checked per seed where the two
-    paths reach the same gain (``at_equal_gain`` in the design)."""
-    fig = Figure(figsize=(6.5, 4.2))
+    paths reach the same gain (``at_equal_gain`` in the design). The legend sits under the axes, so
+    that no seed's point hides behind it."""
+    fig = Figure(figsize=(6.5, 5.4))
     ax = fig.subplots()
     for i, (arm, label) in enumerate((a, l) for a, l in RETENTION_ARM_LABELS.items() if a in design["arms"]):
         sets, color = design["arms"][arm], f"C{i}"
@@ -506,8 +544,9 @@ def plot_retention(design: Mapping) -> Figure:
             ax.plot([p["gain_trained"] for p in curve], [p["change_others"] for p in curve], "-", color=color,
                     lw=0.8, alpha=0.4)
         ax.plot(sets["gain_trained"], sets["change_others"], "o", color=color, alpha=0.7)
-        (gx, gse), (cy, cse) = mean_se(sets["gain_trained"]), mean_se(sets["change_others"])
-        ax.errorbar([gx], [cy], xerr=[gse], yerr=[cse], fmt="s", color=color, ms=7, capsize=4,
+        gx, cy = mean_se(sets["gain_trained"])[0], mean_se(sets["change_others"])[0]
+        ax.errorbar([gx], [cy], xerr=[interval_half_width(sets["gain_trained"])],
+                    yerr=[interval_half_width(sets["change_others"])], fmt="s", color=color, ms=7, capsize=4,
                     label=f"{label}: gain {gx:+.0f}, change {cy:+.0f}")
     sft = design["arms"].get("sft_continue_retention")
     if sft and np.mean(sft["change_others"]) < 0:
@@ -517,7 +556,68 @@ def plot_retention(design: Mapping) -> Figure:
     ax.axvline(0, color="0.6", lw=1)
     ax.set(xlabel="gain on the trained families (points)", ylabel="change on the other families (points)",
            title="design (h): what training on some tasks costs the others (dots: seeds)")
-    ax.legend(fontsize=7, loc="lower left")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13))
     ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+DESIGN1_ARM_LABELS = {"A": "A: filtered SFT continued", "B": "B: PPO on the checker",
+                      "C": "C: group policy gradient (Reinforce-Rej)", "D": "D: positive-only policy gradient"}
+"""Design 1's arms (``comparison.rl_after_sft.ARMS``), as lesson 11's figure and tables name them."""
+
+
+def design1_curves(design: Mapping, key: str = "test",
+                   start_minutes: float = 10.0) -> dict[str, dict[int, list[tuple[float, float]]]]:
+    """Design 1's learning curves from ``when_ppo_wins.json``'s ``designs["rl_after_sft"]``:
+    ``{arm: {seed: [(training minutes, pass rate in percent), ...]}}`` on ``key`` ("test" or
+    "test_unseen"). Each curve begins at the seed's shared start, drawn at ``start_minutes`` (the
+    pre-registered 10; the start's own clock, in its points, runs past it by the step or self-sampling round
+    that spent the budget), then
+    follows the arm's marks, whose minutes are the start's 10 plus the arm's own."""
+    out: dict[str, dict[int, list[tuple[float, float]]]] = {}
+    for seed, record in sorted(design["seeds"].items(), key=lambda item: int(item[0])):
+        start = next(p for p in record["start"]["points"] if p.get("final"))
+        for arm, run in record["arms"].items():
+            out.setdefault(arm, {})[int(seed)] = [(start_minutes, float(start[key]))] + [
+                (float(p["minutes"]), float(p[key])) for p in run["points"]]
+    return {arm: out[arm] for arm in sorted(out)}
+
+
+def plot_learning_curves(panels: Mapping[str, Mapping[str, Mapping[int, Sequence[tuple[float, float]]]]],
+                         labels: Mapping[str, str] | None = None, level: float = 0.95) -> Figure:
+    """One panel per held-out set (``{panel title: design1_curves(...)}``): per arm, every seed's
+    curve as a thin line, the mean over seeds as a thick line with markers, and, only where more
+    than one seed ran, the ``level`` t-interval of the mean at each mark as a band,
+
+        mean ± t_{(1+level)/2, n−1} · SE,
+
+    the interval rule's band (with one seed there is no spread to draw). The seeds' marks are
+    matched by position (the first mark with the first, ...), up to the shortest curve."""
+    labels = dict(DESIGN1_ARM_LABELS if labels is None else labels)
+    fig = Figure(figsize=(5.2 * len(panels), 4.3))
+    axes = np.atleast_1d(fig.subplots(1, len(panels), sharey=True, squeeze=False)[0])
+    for ax, (title, curves) in zip(axes, panels.items()):
+        for i, (arm, seeds) in enumerate(curves.items()):
+            colour = f"C{i}"
+            for curve in seeds.values():
+                ax.plot([m for m, _ in curve], [v for _, v in curve], "-", color=colour, lw=0.8, alpha=0.35)
+            length = min(len(curve) for curve in seeds.values())
+            minutes = np.array([[curve[j][0] for j in range(length)] for curve in seeds.values()])
+            values = np.array([[curve[j][1] for j in range(length)] for curve in seeds.values()])
+            x, mean = minutes.mean(axis=0), values.mean(axis=0)
+            n = len(seeds)
+            ax.plot(x, mean, "o-", color=colour, lw=2, ms=4,
+                    label=f"{labels.get(arm, arm)} ({n} seed{'s' if n > 1 else ''})")
+            if n > 1:
+                half = t_quantile((1 + level) / 2, n - 1) * values.std(axis=0, ddof=1) / np.sqrt(n)
+                ax.fill_between(x, mean - half, mean + half, color=colour, alpha=0.15, lw=0)
+        ax.set(title=title, xlabel="training minutes (the shared start's 10, then the arm's)", ylim=(0, 100))
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("greedy pass rate, %")
+    axes[0].legend(fontsize=7, loc="lower right")
+    bands = f"; bands: {level:.0%} t-intervals of the mean" if any(
+        len(seeds) > 1 for curves in panels.values() for seeds in curves.values()) else "; one seed: no interval"
+    fig.suptitle(f"design 1, RL after the best SFT (thin: seeds; thick: mean{bands})", fontsize=10)
     fig.tight_layout()
     return fig
