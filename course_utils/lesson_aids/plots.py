@@ -274,7 +274,7 @@ def plot_clipping_view(ratios, cliprange: float, advantage: float, clip_fraction
     if clip_fraction is not None and not np.isfinite(clip_fraction):
         title, clip_fraction = title + ": clip fraction not a number (NaN)", None
     if clip_fraction is not None:
-        title += f": clip fraction {clip_fraction:.2f}"
+        title += f": clip fraction {clip_fraction:.3f}"
     if not_finite:
         title += f"\n{not_finite} of {every.numel()} not finite (NaN or inf), not drawn"
     ax.set_title(title)
@@ -451,6 +451,12 @@ def plot_gae_spread(lams, means: Mapping[str, object], stds: Mapping[str, object
     axes[0][0].set_ylabel("std of A_0")
     axes[0][1].set_ylabel("mean of A_0")
     axes[0][1].legend(fontsize=8)
+    # Heads whose spreads coincide draw one visible curve on the left: the legend says so.
+    spreads = [_to_numpy(stds[name], name) for name in means]
+    if len(spreads) > 1 and all(np.allclose(s, spreads[0]) for s in spreads[1:]):
+        axes[0][0].legend([axes[0][0].lines[-1]], [" and ".join(means) + " (identical)"], fontsize=8)
+    else:
+        axes[0][0].legend(fontsize=8)
     return fig
 
 
