@@ -1,7 +1,7 @@
 """Family-balanced prompt sampling: more of the batch where the reward still varies.
 
-With a binary reward, the expected improvement a policy-gradient step can make on a prompt is
-bounded by the variance p(1 - p) of its success rate p (Bae et al. 2025): a family the policy
+With a binary reward, Bae et al. 2025 bound the expected policy improvement from below by the
+variance p(1 - p) of the success rates of the prompts trained on: a family the policy
 always passes (p = 1) or never passes (p = 0) gives every sample the same reward, so after the
 baseline its advantages are about zero and it only spends rollout time. This stream keeps a
 running estimate of each family's success rate on the training rollouts and draws the families
@@ -13,9 +13,10 @@ of the next batch with probability proportional to
 follows the policy. The floor keeps solved and out-of-reach families in the batches, faded out
 rather than dropped, so that a solved family is still watched and can still be defended.
 
-A caution, measured (week 7, section 4; ``runs/example/rlhf_learning.json``): p(1 - p) is the
-variance of the reward, an upper bound on the signal, not a measure of what can be learned. A family
-answered at chance (Yes/No on a balanced set) has the largest p(1 - p) and nothing to learn, and a
+A caution, measured (week 7, section 3; ``runs/example/rlhf_learning.json``): p(1 - p) is the
+variance of the reward, how often the rewards of a prompt differ, not a measure of what can be learned.
+A family answered at chance (Yes/No on a balanced set) has the largest p(1 - p), but while the answer
+does not depend on the number its passes reward guesses, not the rule; and a
 family the policy rarely passes but could learn is faded out. On the course's tasks this sampling
 did worse than plain shuffled batches.
 

@@ -26,6 +26,10 @@ def test_prompt_and_response_parts_get_their_own_colour_and_legend():
     assert "blue: prompt token with attention mask 1 (read by the model, never trained)" in html
     assert "green: response token with response mask 1 (a trained action)" in html
     assert "green: mask 1 (a trained action)" not in html  # the legend that called prompt tokens actions
+    # Each tooltip names its mask: the attention mask on the prompt, the response mask after it.
+    assert [t.split(" · ")[-1] for t in tooltips(html)] == ["attention mask 0", "attention mask 1", "attention mask 1",
+                                                            "response mask 1", "response mask 1", "response mask 1",
+                                                            "response mask 0"]
 
 
 def test_a_response_mask_alone_keeps_the_short_legend():
@@ -53,8 +57,9 @@ def test_show_rollout_labels_prompt_tokens_as_prompt():
     tips = tooltips(html)
     # The left padding is not shown: two prompt tokens, then the three response positions.
     assert [t.split(" · ")[1] for t in tips] == ["prompt", "prompt", "response", "response", "response"]
-    assert tips[0] == "position 0 · prompt · id 10 · mask 0"
-    assert tips[2] == "position 2 · response · id 20 · mask 1"
+    # the mask drawn is the response mask, on the prompt too (0 there): the tooltip names it
+    assert tips[0] == "position 0 · prompt · id 10 · response mask 0"
+    assert tips[2] == "position 2 · response · id 20 · response mask 1"
     # The prompt has no mask of its own here (0 throughout): no blue, and the legend says so.
     assert "#dbe9f7" not in html and "green: mask 1 (a trained action)" in html
 

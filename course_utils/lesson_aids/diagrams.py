@@ -49,8 +49,8 @@ def ppo_cycle_figure() -> Figure:
                         "prompt + response tokens", _FROZEN, width=0.26)
     _box(ax, 0.74, 0.5, "shaped rewards\nr_t = −β·KL_t\n+ score on the last real token", _STEP, width=0.24)
     _box(ax, 0.74, 0.15, "GAE, backwards:\nA_t, returns R_t = A_t + V_t;\nwhiten A over real tokens", _STEP, width=0.24)
-    _box(ax, 0.33, 0.15, "PPO update: ppo_epochs × minibatches of\nclipped policy loss + value loss − entropy\n"
-                         "(ratio π_θ(a_t) / π_old(a_t) per token)", _STEP, width=0.34, height=0.13)
+    _box(ax, 0.33, 0.15, "PPO update: ppo_epochs × minibatches of\nclipped policy loss + vf_coef · value loss\n"
+                         "− ent_coef · entropy (ratio π_θ(a_t) / π_old(a_t) per token)", _STEP, width=0.34, height=0.13)
     _arrow(ax, (0.155, 0.85), (0.27, 0.85), "query ids [B, Lq]")
     _arrow(ax, (0.47, 0.85), (0.575, 0.85), "sample")
     _arrow(ax, (0.745, 0.85), (0.83, 0.85), "text")

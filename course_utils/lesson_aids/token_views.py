@@ -54,15 +54,17 @@ def masked_tokens_html(tokenizer, ids, mask, title: str | None = None, prompt_le
         raise ValueError(f"need 0 <= padding_length ({padding_length}) <= prompt_length ({prompt_length}) "
                          f"<= the number of ids ({len(ids_list)})")
     spans = []
+    prompt_masked = any(mask[:prompt_length])  # the prompt carries a mask of its own: the attention mask
     for pos, (piece, token_id, m) in enumerate(zip(token_pieces(tokenizer, ids_list), ids_list, mask)):
         style = _GREY if not m else (_BLUE if pos < prompt_length else _GREEN)
         part = "left padding" if pos < padding_length else "prompt" if pos < prompt_length else "response"
-        tip = f"position {pos} · {part} · id {token_id} · mask {int(m)}"
+        which = "attention mask" if pos < prompt_length and prompt_masked else "response mask"
+        tip = f"position {pos} · {part} · id {token_id} · {which} {int(m)}"
         spans.append(
             f"<span title='{escape(tip)}' style='{style};border-radius:3px;padding:0 2px;margin:1px;"
             f"font-family:monospace;white-space:pre;display:inline-block'>{escape(piece)}</span>"
         )
-    if any(mask[:prompt_length]):  # the prompt carries a mask of its own (the attention mask)
+    if prompt_masked:
         text = ("blue: prompt token with attention mask 1 (read by the model, never trained) · green: response "
                 "token with response mask 1 (a trained action) · grey: mask 0 (left padding, anything after the "
                 "first EOS, or whatever this mask drops)")
