@@ -314,7 +314,7 @@ def test_checkpoints_at_training_minutes_and_a_saved_adapter_rebuild_the_model(t
 
 def test_the_command_line_reads_minute_marks_as_numbers(monkeypatch):
     seen = {}
-    monkeypatch.setattr(sft, "train_sft", lambda config: seen.setdefault("config", config) and {})
+    monkeypatch.setattr(sft, "train_sft", lambda config, **how: seen.setdefault("config", config) and {})
     with pytest.raises(Exception):  # the fake returns no metrics; only the parsed config matters here
         sft.main(["--eval-at-minutes", "5", "15", "--run-name", "x", "--output-dir", "/nonexistent-dir-for-test"])
     assert seen["config"].eval_at_minutes == [5.0, 15.0]

@@ -232,6 +232,7 @@ def test_design_1_is_reported_only_as_far_as_its_preregistered_rule_goes():
             assert line["decision"] == f"not decided: {len(line['seeds'])} of {d1.SEEDS} seeds"
             # before the rule can decide, the lesson prints the numbers without the interval's verdict
             shown = line["line"] if len(line["seeds"]) < 2 else result.record(x, a)
+            assert line["line"] == shown  # d1.decide itself (and the `design1 decide` command) gives no verdict yet
             assert f"  {shown}  ->  {line['decision']}\n" in printed
         else:
             assert f"  {result.sentence(x, a)}  ->  {line['decision']}\n" in printed

@@ -193,8 +193,9 @@ def decide(design: dict, key: str = "test") -> list[dict]:
         mcnemar = pooled_mcnemar([design["seeds"][str(s)]["arms"][x]["test_passed"] for s in seeds],
                                  [design["seeds"][str(s)]["arms"][a]["test_passed"] for s in seeds])
         out.append({"comparison": f"{x} - {a}", "seeds": seeds, x: values[x], a: values[a],
-                    "line": result.sentence(x, a) if len(seeds) > 1 else
-                    f"{x} - {a} = {result.difference:+.1f} (one seed: no interval)",
+                    # the interval's verdict only once the rule can decide (every seed in): a record before
+                    "line": (result.sentence(x, a) if len(seeds) >= SEEDS else result.record(x, a)) if len(seeds) > 1
+                    else f"{x} - {a} = {result.difference:+.1f} (one seed: no interval)",
                     "decision": preregistered_verdict(result), "mcnemar": mcnemar})
     return out
 
