@@ -40,10 +40,19 @@ def test_lesson_paths_order_and_bad_names(lessons):
     assert [p.stem for p in lesson_runner.lesson_paths(["week03_after"], folder=lessons)] == ["week03_after"]
     with pytest.raises(ValueError, match="no lesson 'week9'; lessons: week01_ok, week02_bad"):
         lesson_runner.lesson_paths(["week9"], folder=lessons)
-    with pytest.raises(ValueError, match="no Korean edition of week02_bad"):
+    with pytest.raises(ValueError, match="no Korean edition of week02_bad; the Korean edition covers weeks 1$"):
         lesson_runner.lesson_paths(["week02_bad"], lang="ko", folder=lessons)
     with pytest.raises(ValueError, match="choose one of en, ko, all"):
         lesson_runner.lesson_paths(lang="fr", folder=lessons)
+
+
+def test_korean_weeks_are_the_korean_notebooks(tmp_path):
+    """The weeks the messages name as translated are the notebooks in ko/, not a list typed in."""
+    assert lesson_runner.korean_weeks(tmp_path) == "no weeks yet"
+    (tmp_path / "ko").mkdir()
+    for stem in ("week10_trl", "week01_four", "week06a_sft"):
+        write_lesson(tmp_path / "ko", stem, "x = 1")
+    assert lesson_runner.korean_weeks(tmp_path) == "weeks 1, 6a, 10"
 
 
 def test_run_reports_each_lesson_and_never_writes_the_sources(lessons, tmp_path):

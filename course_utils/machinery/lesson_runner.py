@@ -49,8 +49,15 @@ def lesson_paths(names: list[str] | None = None, lang: str = "en", folder: Path 
     paths = [p for p in paths if p.is_file()]
     if not paths:
         raise ValueError(f"no {'Korean ' if lang == 'ko' else ''}edition of {', '.join(names or known)}; "
-                         "the Korean edition covers weeks 1-5")
+                         f"the Korean edition covers {korean_weeks(folder)}")
     return paths
+
+
+def korean_weeks(folder: Path = NOTEBOOKS_DIR) -> str:
+    """The weeks with a Korean edition (``folder/ko/week*.ipynb``), as a message names them: "weeks 1, 2, 6a"."""
+    paths = sorted((folder / "ko").glob("week*.ipynb"))
+    weeks = [path.stem.split("_")[0].removeprefix("week").lstrip("0") for path in paths]
+    return f"weeks {', '.join(weeks)}" if weeks else "no weeks yet"
 
 
 def lesson_key(path: Path) -> str:
@@ -234,7 +241,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lessons", nargs="+", default=None, metavar="STEM",
                         help="only these lessons, e.g. week03_advantage week04_ratio_clipping (default: all, in order)")
     parser.add_argument("--lang", choices=LANGUAGES, default="en",
-                        help="en (default), ko (the Korean editions, weeks 1-5) or all (each lesson, then its Korean edition)")
+                        help=f"en (default), ko (the Korean editions, {korean_weeks()}) or all (each lesson, then its Korean edition)")
     parser.add_argument("--fast", action="store_true",
                         help="COURSE_FAST=1: the long training runs shortened, as the tests run them (about 15 min in all)")
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="folder for the executed copies and the report (default: build/lessons)")
