@@ -57,6 +57,11 @@ class PPOConfig:
     reward_model_path: str = ""
     """Folder of a trained reward model (used when reward == "learned"); "default" is where
     ``python -m course_utils rm train`` saves it ($COURSE_RM_DIR or ~/.cache/course_utils/reward_model)."""
+    checker_noise: float = 0.0
+    """With reward "checker_binary": the training checks go through a judge that passes a wrong
+    answer with this probability, independently per check and seeded by ``seed``
+    (``rewards.NoisyJudge``; lesson 11's design 2). A right answer always passes; the held-out
+    evaluations stay strict. 0: the checker itself."""
 
     # ----------------------------------------------------------------- data and sampling
     train_split: str = "train"
@@ -345,6 +350,9 @@ def value_problems(config: PPOConfig) -> list[str]:
     need(0 < config.family_rate_decay <= 1, f"family_rate_decay must be in (0, 1], got {config.family_rate_decay}")
     need(config.family_weight_floor > 0, f"family_weight_floor must be > 0 (else a family can vanish from the "
          f"batches), got {config.family_weight_floor}")
+    need(0 <= config.checker_noise < 1, f"checker_noise is a probability in [0, 1), got {config.checker_noise}")
+    need(not config.checker_noise or config.reward == "checker_binary",
+         f'checker_noise needs reward "checker_binary" (a judge passes or fails), got reward {config.reward!r}')
     need(config.missing_eos_penalty >= 0, f"missing_eos_penalty must be >= 0 (0 = off), got {config.missing_eos_penalty}")
     return problems
 

@@ -67,7 +67,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_utils import tasks
-from course_utils.rewards import CheckerReward, LetterFractionReward, RewardFunction
+from course_utils.rewards import CheckerReward, LetterFractionReward, NoisyJudge, RewardFunction
 from course_utils.device import pick_device, seed_everything, set_threads
 from course_utils.machinery import hub, safe_files
 from course_utils.machinery.parameters import chat_template_sha256
@@ -456,7 +456,9 @@ def make_reward(config, device=None) -> RewardFunction:
         return load_reward_model(None if path == "default" else path, device=device)
     if config.reward == "letters":
         return LetterFractionReward()
-    return CheckerReward(kind="binary" if config.reward == "checker_binary" else "partial")
+    noise = getattr(config, "checker_noise", 0.0)
+    judge = NoisyJudge(noise, seed=config.seed) if noise else None  # training checks only: evaluation is strict
+    return CheckerReward(kind="binary" if config.reward == "checker_binary" else "partial", judge=judge)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,9 +8,11 @@ Every reward scores whole responses as *text*: ``score(prompts, responses, recor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+import numpy as np
 import torch
 
 from course_utils import tasks
@@ -31,6 +33,35 @@ class RewardFunction(Protocol):
 
 
 @dataclass
+class NoisyJudge:
+    """The strict checker seen through a judge that errs one way (lesson 11's design 2, "a judge
+    you can ask only once"): a right answer always passes; a wrong one passes with probability
+    ``epsilon``, independently at every check, from a generator seeded with ``seed``:
+
+        P(pass | right) = 1,    P(pass | wrong) = epsilon
+
+    One random number is drawn per check, right answer or not, so the stream of draws depends
+    only on how many checks were made. ``calls`` counts the checks (the judge's cost). With
+    ``epsilon`` 0 it is the checker itself. The same judge pays PPO (``CheckerReward(judge=...)``)
+    and filters SFT's self-samples (``sft.passing_self_samples``); evaluation never uses it."""
+
+    epsilon: float = 0.0
+    seed: int = 0
+    calls: int = field(default=0, init=False)
+
+    def __post_init__(self):
+        if not (isinstance(self.epsilon, (int, float)) and math.isfinite(self.epsilon) and 0 <= self.epsilon < 1):
+            raise ValueError(f"the judge's error rate epsilon must be in [0, 1), got {self.epsilon!r}")
+        self._draws = np.random.default_rng(self.seed)
+
+    def passes(self, record, answer: str) -> bool:
+        """One check of ``answer`` to ``record``'s prompt (one judge call)."""
+        self.calls += 1
+        lucky = bool(self._draws.random() < self.epsilon)
+        return tasks.check(record, answer).passed or lucky
+
+
+@dataclass
 class CheckerReward:
     """Programmatic reward from the task checkers (``course_utils.tasks``).
 
@@ -38,14 +69,19 @@ class CheckerReward:
     kind="partial": ``tasks.partial_credit_reward(record, answer)`` in [0, 1], which gives some
     credit for answers that are close (the right format, some of the items...). Partial credit
     makes exploration easier and is also what the policy learns to game.
+    judge: with kind="binary", a ``NoisyJudge`` that checks instead of the strict checker
+    (``checker_noise`` in the run's config): 1.0 when the judge passes the answer.
     """
 
     kind: str = "partial"
     name: str = "checker"
+    judge: NoisyJudge | None = None
 
     def __post_init__(self):
         if self.kind not in ("partial", "binary"):
             raise ValueError(f"CheckerReward kind must be 'partial' or 'binary', got {self.kind!r}")
+        if self.judge is not None and self.kind != "binary":
+            raise ValueError("a noisy judge passes or fails an answer: it needs kind='binary'")
 
     def score(self, prompts: list[str], responses: list[str], records: list | None = None) -> torch.Tensor:
         if records is None:
@@ -58,12 +94,15 @@ class CheckerReward:
                 f"prompts ({len(prompts)}), responses ({len(responses)}) and records ({len(records)}) "
                 "must have the same length"
             )
+        if self.judge is not None:
+            return torch.tensor([float(self.judge.passes(r, a)) for r, a in zip(records, responses)], dtype=torch.float32)
         reward_of = tasks.binary_reward if self.kind == "binary" else tasks.partial_credit_reward
         values = [float(reward_of(record, answer)) for record, answer in zip(records, responses)]
         return torch.tensor(values, dtype=torch.float32)
 
     def describe(self) -> dict:
-        return {"kind": f"checker ({self.kind})", "weights": "none (programmatic)"}
+        noise = f", a wrong answer passes with probability {self.judge.epsilon:g}" if self.judge else ""
+        return {"kind": f"checker ({self.kind}{noise})", "weights": "none (programmatic)"}
 
 
 @dataclass

@@ -37,6 +37,7 @@ from course_utils import ppo_math as pm
 from course_utils.config import AUTO_SWITCHES, field_docs
 from course_utils.device import pick_device, seed_everything, set_threads
 from course_utils.machinery import hub, safe_files
+from course_utils.rewards import NoisyJudge
 from course_utils.rollout import (ANSWER_CHUNK, greedy_answers, response_mask_from_ids, sampled_answers,
                                   sequence_forward, stop_token_ids, tokenize_prompts)
 
@@ -50,7 +51,8 @@ class SFTConfig:
     model: str = "smollm2-135m-instruct"
     """The model to warm up: a preset name, a hub id or a local folder."""
     demos: int = 200
-    """How many train-split demonstrations to learn from, in one pass (a warm-up, not convergence)."""
+    """How many train-split demonstrations to learn from, in one pass (a warm-up, not convergence).
+    0: none, the model's own passing answers only (needs ``self_samples`` and ``max_train_minutes``)."""
     demo_families: list = field(default_factory=list)
     """Task families that have demonstrations (empty: all). The others get none: SFT never sees
     them, though they are still evaluated (the "tasks no demonstration covers" design of lesson 11)."""
@@ -68,6 +70,20 @@ class SFTConfig:
     ``max_train_minutes``."""
     resample_every: int = 25
     """SFT steps between two rounds of self-sampling (with ``self_samples`` > 0)."""
+    self_sample_families: list = field(default_factory=list)
+    """Self-sample only the train prompts of these families (empty: every train prompt without a
+    demonstration). Lesson 11's design 2 trains on its two families' prompts only."""
+    self_sample_pool: str = "cumulative"
+    """"cumulative": every accepted answer stays in the data for good; "fresh": each round's accepted
+    answers replace the previous round's (a round that accepts none keeps them, so training never
+    runs out of data). The demonstrations always stay."""
+    checker_noise: float = 0.0
+    """Self-sampling's checks go through a judge that passes a wrong answer with this probability,
+    independently per check and seeded by ``seed`` (``rewards.NoisyJudge``, the one PPO's
+    ``checker_noise`` uses; lesson 11's design 2). Evaluation stays strict. 0: the checker itself."""
+    accept_checks: int = 1
+    """An answer joins the data only after passing this many checks in a row (each a judge call;
+    the first failure ends them): re-checking against a noisy judge."""
     init_pool: str = ""
     """A ``pool.jsonl`` that an earlier filtered-SFT run saved: continue that run's data instead of
     building it anew. Its demonstrations and accepted self-samples are the data from the first
@@ -120,7 +136,13 @@ class SFTConfig:
 
     def validate(self) -> "SFTConfig":
         problems = [message for ok, message in (
-            (self.demos >= 1, f"demos must be >= 1, got {self.demos}"),
+            (self.demos >= 1 or (self.demos == 0 and self.self_samples > 0 and self.max_train_minutes > 0),
+             f"demos must be >= 1, or 0 with self_samples > 0 and a max_train_minutes budget (the model's own "
+             f"answers only), got {self.demos}"),
+            (self.self_sample_pool in ("cumulative", "fresh"),
+             f"self_sample_pool must be cumulative or fresh, got {self.self_sample_pool!r}"),
+            (0 <= self.checker_noise < 1, f"checker_noise is a probability in [0, 1), got {self.checker_noise}"),
+            (self.accept_checks >= 1, f"accept_checks must be >= 1 check per accepted answer, got {self.accept_checks}"),
             (self.epochs >= 1, f"epochs must be >= 1, got {self.epochs}"),
             (self.max_train_minutes >= 0, f"max_train_minutes must be >= 0 (0 = no budget), got {self.max_train_minutes}"),
             (self.batch_size >= 1, f"batch_size must be >= 1, got {self.batch_size}"),
@@ -176,6 +198,8 @@ def teacher_demonstrations(config: SFTConfig) -> list[tasks.Prompt]:
     (``demo_noise``), then the checker's filter (``demo_filter``), in that order."""
     from course_utils import noisy_teacher
 
+    if config.demos == 0:  # the model's own answers only (validate: self-sampling under a budget)
+        return []
     demos = demonstrations(config.demos, config.seed, config.demo_families)
     if config.demo_noise:
         demos = noisy_teacher.noisy_demonstrations(demos, config.demo_noise, config.demo_noise_style, config.seed)
@@ -215,25 +239,31 @@ def kept_answers(self_samples: list) -> dict[str, set[str]]:
     return kept
 
 
-def prompts_without_demonstration(demos: list) -> list[tasks.Prompt]:
-    """The train prompts that no record of ``demos`` answers: what self-sampling works on."""
+def prompts_without_demonstration(demos: list, families=()) -> list[tasks.Prompt]:
+    """The train prompts that no record of ``demos`` answers (of ``families`` only, if given):
+    what self-sampling works on."""
     taught = {r.id for r in demos}
-    return [r for r in tasks.load_split("train") if r.id not in taught]
+    return [r for r in tasks.load_split("train") if r.id not in taught and (not families or r.family in families)]
 
 
 def passing_self_samples(bundle, records: list, samples: int, max_new_tokens: int, seed: int,
-                         kept: dict[str, set[str]]) -> list[tasks.Prompt]:
-    """Rejection sampling: ``samples`` answers (temperature 1) to each of ``records``; the checker
-    keeps the ones that pass and that ``kept[record.id]`` does not hold yet (distinct answers only,
-    so a prompt the model already answers does not flood the data). Returns new SFT records
-    (target = the kept answer, ``meta["self_sample"] = True``) and adds their answers to ``kept``."""
+                         kept: dict[str, set[str]], judge=None, accept_checks: int = 1) -> list[tasks.Prompt]:
+    """Rejection sampling: ``samples`` answers (temperature 1) to each of ``records``; keep the ones
+    that pass ``accept_checks`` checks in a row and that ``kept[record.id]`` does not hold yet
+    (distinct answers only, so a prompt the model already answers does not flood the data). The
+    checks are ``judge.passes`` (a ``rewards.NoisyJudge``, which counts them) or, without a
+    judge, the strict checker. Returns new SFT records (target = the kept answer,
+    ``meta["self_sample"] = True``) and adds their answers to ``kept``."""
     from dataclasses import replace
+
+    def passes(record, answer: str) -> bool:
+        return judge.passes(record, answer) if judge is not None else tasks.check(record, answer).passed
 
     groups = sampled_answers(bundle, [r.prompt for r in records], samples, max_new_tokens, 1.0, seed=seed)
     accepted = []
     for record, answers in zip(records, groups):
         for answer in answers:
-            if answer not in kept.get(record.id, ()) and tasks.check(record, answer).passed:
+            if answer not in kept.get(record.id, ()) and all(passes(record, answer) for _ in range(accept_checks)):
                 kept.setdefault(record.id, set()).add(answer)
                 accepted.append(replace(record, target=answer, meta={**record.meta, "self_sample": True}))
     return accepted
@@ -437,7 +467,7 @@ def warm_up(config: SFTConfig, progress: bool) -> tuple:
              for name, records in held_out.items()}
     losses = run["loss"]
     metrics = {"config": asdict(config), "demos": len(demos), "steps": len(losses), "train_seconds": run["seconds"],
-               "epochs_done": len(losses) * config.batch_size / len(demos),
+               "epochs_done": len(losses) * config.batch_size / len(demos) if demos else None,
                "threads": threads, "loss": losses, "before": before, "after": after, "fast_paths": fast_paths}
     if config.eval_every:
         metrics["curve"] = run["curve"]
@@ -476,8 +506,9 @@ def sft_steps(bundle, demos: list, config: SFTConfig, eos_id: int, device, held_
     ``data`` (the records trained on, the pool that ``pool.jsonl`` saves)."""
     policy, tokenizer = bundle.policy, bundle.tokenizer
     data = [*demos, *earlier]  # grows with self-sampling
-    untaught = prompts_without_demonstration(demos) if config.self_samples else []
+    untaught = prompts_without_demonstration(demos, config.self_sample_families) if config.self_samples else []
     kept = kept_answers(earlier)
+    judge = NoisyJudge(config.checker_noise, seed=config.seed)  # epsilon 0: the strict checker, calls counted
     rounds, curve = [], []
     lora_params = [p for n, p in policy.lm.named_parameters() if p.requires_grad]
     optimizer = torch.optim.Adam(lora_params, lr=config.learning_rate)
@@ -488,6 +519,14 @@ def sft_steps(bundle, demos: list, config: SFTConfig, eos_id: int, device, held_
     budget = config.max_train_minutes * 60 or float("inf")
     # Under a time budget (or a growing data set) the number of steps is not known in advance.
     total = None if config.max_train_minutes or config.self_samples else steps
+    # No demonstrations (demos=0): the first data is a round of the model's own answers, sampled
+    # again until one passes or the budget is spent (sampling time is training time).
+    while untaught and not data and time.perf_counter() - start < budget:
+        rounds.append(self_sample_round(bundle, untaught, data, kept, config, step=0, judge=judge))
+    if not data:
+        raise ValueError(f"no self-sampled answer passed the checks in {len(rounds)} round(s) of "
+                         f"{config.max_train_minutes:g} training minutes: nothing to train on. Raise self_samples, "
+                         "or give demonstrations (demos)")
     with tqdm(total=total, desc="SFT steps", disable=not progress) as bar:
         for _epoch, batch in training_batches(data, config.batch_size, config.seed, config.epochs):
             if losses and time.perf_counter() - start >= budget:
@@ -500,7 +539,7 @@ def sft_steps(bundle, demos: list, config: SFTConfig, eos_id: int, device, held_
             bar.update(1)
             bar.set_postfix(loss=f"{losses[-1]:.3f}", data=len(data))
             if untaught and len(losses) % config.resample_every == 0:
-                rounds.append(self_sample_round(bundle, untaught, data, kept, config, step=len(losses)))
+                rounds.append(self_sample_round(bundle, untaught, data, kept, config, step=len(losses), judge=judge))
                 policy.train()
             if config.eval_every and len(losses) % config.eval_every == 0:
                 paused = time.perf_counter()  # evaluations are not training time (as in PPO)
@@ -527,20 +566,31 @@ def held_out_pass_rates(bundle, config: SFTConfig) -> dict:
             for name in (config.eval_split, tasks.UNSEEN_SPLIT)}
 
 
-def self_sample_round(bundle, untaught: list, data: list, kept: dict, config: SFTConfig, step: int) -> dict:
-    """One round of filtered SFT's self-sampling: append the passing new answers to ``data``;
-    return what the round did (for ``metrics.json``)."""
+def self_sample_round(bundle, untaught: list, data: list, kept: dict, config: SFTConfig, step: int,
+                      judge=None) -> dict:
+    """One round of filtered SFT's self-sampling: add the accepted new answers to ``data`` (after
+    the earlier ones, or in their place with ``self_sample_pool`` "fresh"); return what the round
+    did (for ``metrics.json``): among it ``judge_calls`` (the checks made) and ``accepted_wrong``
+    (accepted answers the strict checker fails: a noisy judge's lucky passes)."""
     t0 = time.perf_counter()
+    fresh = config.self_sample_pool == "fresh"
+    calls_before = judge.calls if judge is not None else 0
     bundle.policy.eval()
     with torch.no_grad():
         new = passing_self_samples(bundle, untaught, config.self_samples, config.max_new_tokens,
-                                   seed=config.seed * 100_003 + step, kept=kept)
+                                   seed=config.seed * 100_003 + step, kept={} if fresh else kept, judge=judge,
+                                   accept_checks=config.accept_checks)
+    if fresh and new:  # the latest round's answers only; an empty round keeps the pool it had
+        data[:] = [r for r in data if not r.meta.get("self_sample")]
     data.extend(new)
     per_family: dict[str, int] = {}
     for record in new:
         per_family[record.family] = per_family.get(record.family, 0) + 1
     return {"step": step, "sampled": len(untaught) * config.self_samples, "accepted": len(new), "pool": len(data),
-            "per_family": dict(sorted(per_family.items())), "seconds": time.perf_counter() - t0}
+            "per_family": dict(sorted(per_family.items())),
+            "judge_calls": (judge.calls if judge is not None else 0) - calls_before,
+            "accepted_wrong": sum(not tasks.check(r, r.target).passed for r in new),
+            "seconds": time.perf_counter() - t0}
 
 
 def weights_bytes(model: str) -> int:

@@ -196,7 +196,7 @@ def test_rejection_sampling_keeps_new_passing_answers_only(monkeypatch):
 def test_filtered_sft_samples_its_own_answers_every_few_steps(tmp_path, monkeypatch):
     calls = []
 
-    def fake_round(bundle, records, samples, max_new_tokens, seed, kept):
+    def fake_round(bundle, records, samples, max_new_tokens, seed, kept, **checks):
         calls.append((len(records), samples, seed))
         return [records[0]] if len(calls) == 1 else []  # one accepted answer, in the first round only
 
@@ -252,7 +252,7 @@ def test_filtered_sft_saves_its_pool_and_a_later_run_continues_it(tmp_path, monk
     sampled), instead of rebuilding it from the demonstrations."""
     calls = []
 
-    def fake_round(bundle, records, samples, max_new_tokens, seed, kept):
+    def fake_round(bundle, records, samples, max_new_tokens, seed, kept, **checks):
         calls.append(({r.id for r in records}, {k: set(v) for k, v in kept.items()}))
         pick = records[0]
         if pick.target in kept.get(pick.id, ()):
