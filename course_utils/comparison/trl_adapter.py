@@ -104,8 +104,9 @@ def trl_ppo_args(output_dir: str, *, seed: int, batch_size: int, num_minibatches
     gradient_accumulation_steps x processes`` and splits it into ``num_mini_batches``
     minibatches. Its optimizer steps once every ``gradient_accumulation_steps`` micro-batches
     (accelerate's ``accumulate``; experimental/ppo/ppo_trainer.py, the local batch sizes and the
-    epoch loop). An epoch holds ``max(gradient_accumulation_steps, num_mini_batches)``
-    micro-batches (a minibatch smaller than ``per_device_train_batch_size`` is one micro-batch),
+    epoch loop). An epoch holds ``num_mini_batches x ceil(gradient_accumulation_steps /
+    num_mini_batches)`` micro-batches (a minibatch smaller than ``per_device_train_batch_size`` is
+    one), ``max(gradient_accumulation_steps, num_mini_batches)`` when one of the two divides the other,
     so with accumulation >= ``num_mini_batches`` all the minibatches of an epoch merge into ONE
     step, and with fewer every ``gradient_accumulation_steps`` of them merge into one. Our trainer
     steps once per minibatch, so we set ``per_device_train_batch_size = batch_size`` and
