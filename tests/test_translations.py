@@ -435,6 +435,30 @@ def test_prose_literals_are_the_quiz_texts():
     assert found[0] == "Week 9 quiz" and "hint" not in found and "inputs x outputs." in found
 
 
+def test_a_variable_only_a_quiz_reads_is_quiz_text():
+    """Options built before the quiz call (week 6b's ``filler_options``) and a word a question's f-string
+    shows are translated; a variable the code also reads stays data."""
+    source = ('delta = -3.0\n'
+              'options = {"a": f"It falls by {abs(delta):.1f} on average.", "b": "It barely moves at all."}\n'
+              'key = "a" if delta < 0 else "b"\n'
+              'label = "plain_wrong" if delta < 0 else "the top failure"\n'
+              'names = {"a": "the right answer"}\n'
+              'print(names["a"])\n'
+              'MultipleChoice(f"What happens ({label})?", options, answer=key, feedback={"a": names["a"]})\n')
+    shown = tr.quiz_only_names(ast.parse(source))
+    assert {"options", "key", "label"} <= shown and not {"delta", "names"} & shown
+    found = tr.prose_literals(source)
+    assert found == ["It falls by {abs(delta):.1f} on average.", "It barely moves at all.", "the top failure",
+                     "What happens ({label})?"]
+    korean = tr.translate_code(source, [("It barely moves at all.", "거의 움직이지 않습니다."),
+                                        ("the top failure", "가장 높은 실패")])
+    assert '"b": "거의 움직이지 않습니다."' in korean and '"가장 높은 실패"' in korean
+    assert 'names = {"a": "the right answer"}' in korean  # read by print(): data, never translated
+    question = tr.render_quiz(korean, {"{abs(delta):.1f}": "3.0", "{label}": "plain_wrong"})
+    assert "거의 움직이지 않습니다." in question.options.values()
+    assert "It falls by 3.0 on average." in question.options.values()
+
+
 def test_shown_values_are_read_from_the_english_output():
     text = ("Week 9 quiz\n\nQuestion 1 (quiz[0]): The model has 576 hidden units and 30 layers. How many "
             "parameters does one q_proj hold, with rank 16?\nAnswer in code: ...")

@@ -239,7 +239,7 @@ class Literal:
     is_f: bool
     column: int          # the column it starts at
     in_brackets: bool    # inside (), [] or {}: it may be split over lines
-    in_quiz: bool        # an argument of a quiz call: text a learner reads, not data the code uses
+    in_quiz: bool        # quiz text a learner reads (quiz_only_names), not data the code uses
 
 
 def _offsets(source: str):
@@ -267,13 +267,41 @@ def _bracket_depths(source: str) -> dict[tuple[int, int], int]:
     return depths
 
 
+def _is_quiz_call_node(node) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in QUIZ_CALLS
+
+
+def quiz_only_names(tree) -> set[str]:
+    """The variables of a cell that quiz calls read and nothing else reads: their text is what the
+    quiz shows (options built before the call, ``options = {...}; MultipleChoice(q, options, ...)``,
+    or a word put into a question's f-string), never data the code computes with."""
+    inside, outside = set(), set()
+
+    def visit(node, in_quiz: bool):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            (inside if in_quiz else outside).add(node.id)
+        for child in ast.iter_child_nodes(node):
+            visit(child, in_quiz or _is_quiz_call_node(node))
+
+    visit(tree, False)
+    return inside - outside
+
+
 def string_literals(source: str) -> list[Literal]:
-    """Every top-level string literal of ``source`` (not the pieces inside an f-string), in order."""
+    """Every top-level string literal of ``source`` (not the pieces inside an f-string), in order.
+
+    A literal is ``in_quiz`` inside a quiz call, and inside the value assigned to a variable that
+    only quiz calls read (``quiz_only_names``)."""
     parseable = _parseable(source)
     tree, char_offset, depths = ast.parse(parseable), _offsets(parseable), _bracket_depths(parseable)
     found: list[Literal] = []
+    shown_names = quiz_only_names(tree)
 
     def visit(node, in_quiz: bool):
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id in shown_names):
+            visit(node.value, True)
+            return
         is_f = isinstance(node, ast.JoinedStr)
         if is_f or (isinstance(node, ast.Constant) and isinstance(node.value, str)):
             start = char_offset(node.lineno, node.col_offset)
@@ -282,8 +310,7 @@ def string_literals(source: str) -> list[Literal]:
             found.append(Literal(start, char_offset(node.end_lineno, node.end_col_offset), key, is_f, column,
                                  depths.get((node.lineno, column), 0) > 0, in_quiz))
             return  # the parts of an f-string are not literals of their own
-        in_quiz = in_quiz or (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                              and node.func.id in QUIZ_CALLS)
+        in_quiz = in_quiz or _is_quiz_call_node(node)
         for child in ast.iter_child_nodes(node):
             visit(child, in_quiz)
 
@@ -392,9 +419,10 @@ def translate_code(source: str, strings: list[tuple[str, str]], strict: bool = T
 
 
 def prose_literals(source: str) -> list[str]:
-    """The texts to translate in a quiz cell: literals passed to a quiz call that read as prose (a
-    space and a letter; option labels and ``units`` do not). Literals elsewhere in the cell are data
-    the code reads, and are never translated."""
+    """The texts to translate in a quiz cell: literals passed to a quiz call, or assigned to a variable
+    that only quiz calls read (``quiz_only_names``), that read as prose (a space and a letter; option
+    labels and ``units`` do not). Literals elsewhere in the cell are data the code reads, and are
+    never translated."""
     return list(dict.fromkeys(lit.key for lit in string_literals(source)
                               if lit.in_quiz and " " in lit.key.strip() and re.search(r"[A-Za-z]", lit.key)))
 
@@ -585,7 +613,33 @@ class _Renderer:
             return self.env.get(node.id, UNKNOWN)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in QUIZ_CALLS:
             return self.build(node)
+        if isinstance(node, ast.DictComp):
+            return self.dict_comprehension(node, required)
         return UNKNOWN
+
+    def dict_comprehension(self, node: ast.DictComp, required: bool):
+        """``{k: v for a, b in known.items()}`` over a dict the cell built from literals (week 6b's options
+        ``{label: kind for label, kind in shortlist.items()}``); anything else is UNKNOWN."""
+        generator = node.generators[0] if len(node.generators) == 1 else None
+        iterated = generator.iter if generator is not None else None
+        if not (generator is not None and not generator.ifs and not generator.is_async
+                and isinstance(iterated, ast.Call) and not iterated.args and not iterated.keywords
+                and isinstance(iterated.func, ast.Attribute) and iterated.func.attr == "items"
+                and isinstance(iterated.func.value, ast.Name)
+                and isinstance(generator.target, ast.Tuple) and len(generator.target.elts) == 2
+                and all(isinstance(name, ast.Name) for name in generator.target.elts)):
+            return UNKNOWN
+        known = self.env.get(iterated.func.value.id, UNKNOWN)
+        if not isinstance(known, dict) or _has_unknown(known):
+            return UNKNOWN
+        saved, result = dict(self.env), {}
+        try:
+            for key, value in known.items():
+                self.env[generator.target.elts[0].id], self.env[generator.target.elts[1].id] = key, value
+                result[self.value(node.key, required)] = self.value(node.value, required)
+        finally:
+            self.env = saved
+        return result
 
     def build(self, call: ast.Call):
         """One quiz object through the public classes of ``lesson_aids.quiz``."""
