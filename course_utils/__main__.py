@@ -121,18 +121,20 @@ def cmd_figures(argv: list[str]) -> None:
 
 def cmd_glossary(argv: list[str]) -> None:
     from course_utils.lesson_aids import glossary
-    from course_utils.machinery.paths import README
+    from course_utils.machinery.paths import README, README_KO
 
     parser = argparse.ArgumentParser(prog="python -m course_utils glossary", description=COMMANDS["glossary"][0])
-    parser.add_argument("--readme", action="store_true", help="rewrite the glossary table in README.md instead")
+    parser.add_argument("--readme", action="store_true", help="rewrite the glossary table in README.md "
+                        "(with --lang ko: in README.ko.md) instead")
     parser.add_argument("--lang", choices=glossary.LANGUAGES, default="en",
                         help="the language of the header and the meanings (ko: Korean)")
     args = parser.parse_args(argv)
     if not args.readme:
         print(glossary.show_glossary(lang=args.lang))
         return
-    README.write_text(glossary.readme_with_glossary(README.read_text(encoding="utf-8")), encoding="utf-8")
-    print(f"updated the glossary table in {README}")
+    readme = README_KO if args.lang == "ko" else README
+    readme.write_text(glossary.readme_with_glossary(readme.read_text(encoding="utf-8"), args.lang), encoding="utf-8")
+    print(f"updated the glossary table in {readme}")
 
 
 def cmd_clean_notebooks(argv: list[str]) -> None:
@@ -161,7 +163,7 @@ COMMANDS = {
     "lessons": ("run every lesson headless, in order, into build/lessons/ with a report (the instructor's check)",
                 cmd_lessons),
     "figures": ("regenerate figures/", cmd_figures),
-    "glossary": ("print the English-Korean glossary (--readme: rewrite README's table)", cmd_glossary),
+    "glossary": ("print the English-Korean glossary (--readme: rewrite README's table; --lang ko: README.ko.md's)", cmd_glossary),
     "clean-notebooks": ("strip execution timestamps from notebooks/ (--check: only report, for CI)",
                         cmd_clean_notebooks),
 }

@@ -320,13 +320,20 @@ def show_glossary(terms: list[str] | None = None, lang: str = "en") -> GlossaryT
 
 README_START = "<!-- glossary:start (generated: python -m course_utils glossary --readme) -->"
 README_END = "<!-- glossary:end -->"
+README_STARTS = {"en": README_START,
+                 "ko": "<!-- glossary:start (generated: python -m course_utils glossary --readme --lang ko) -->"}
+"""Per language, the line that opens the README's generated glossary block (README.md, README.ko.md)."""
 
 
-def readme_with_glossary(readme: str) -> str:
+def readme_with_glossary(readme: str, lang: str = "en") -> str:
     """``readme`` with the block between the glossary markers replaced by the full table, so the
-    README never drifts from ``GLOSSARY`` (a test compares them)."""
-    if README_START not in readme or README_END not in readme:
-        raise ValueError(f"the README has no glossary block: add the lines {README_START!r} and {README_END!r}")
-    head, rest = readme.split(README_START, 1)
+    README never drifts from ``GLOSSARY`` (a test compares them). ``lang="ko"``: README.ko.md's block,
+    the table with the Korean header and meanings (``MEANINGS_KO``)."""
+    if lang not in README_STARTS:
+        raise ValueError(f"lang must be one of {tuple(README_STARTS)}, got {lang!r}")
+    start = README_STARTS[lang]
+    if start not in readme or README_END not in readme:
+        raise ValueError(f"the README has no glossary block: add the lines {start!r} and {README_END!r}")
+    head, rest = readme.split(start, 1)
     _, tail = rest.split(README_END, 1)
-    return f"{head}{README_START}\n{show_glossary().markdown()}\n{README_END}{tail}"
+    return f"{head}{start}\n{show_glossary(lang=lang).markdown()}\n{README_END}{tail}"

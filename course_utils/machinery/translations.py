@@ -52,6 +52,10 @@ language, ``lesson_aids.glossary.MEANINGS_KO``).
     python -m course_utils translate --check           # CI: exit 1 naming every stale cell
     python -m course_utils translate --stamp week01_four_models 9f0fe159   # translation updated
     python -m course_utils translate --skeleton week06a_sft_warm_up         # start a new lesson
+    python -m course_utils translate --stamp README "## Speed"              # README.ko.md's section updated
+
+README.ko.md is checked the same way, section by section (``readme_drift``, at the end of this module):
+``translate --check`` with no lesson named checks it too.
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ import inspect
 import io
 import json
 import re
+import shlex
 import sys
 import tokenize
 import unicodedata
@@ -74,7 +79,7 @@ import nbformat
 import yaml
 
 from course_utils.machinery import notebook_clean
-from course_utils.machinery.paths import NOTEBOOKS_DIR
+from course_utils.machinery.paths import NOTEBOOKS_DIR, README, README_KO
 
 LANGUAGE = "ko"
 QUIZ_CALLS = ("MultipleChoice", "MultiSelect", "NumericAnswer", "Quiz", "checklist", "Checklist")
@@ -988,21 +993,134 @@ def skeleton(name: str, notebooks_dir: Path = NOTEBOOKS_DIR, language: str = LAN
     return target
 
 
+# ---------------------------------------------------------------------------------------------
+# The README: README.ko.md translates README.md section by section, each section stamped
+#
+# Under each Korean heading a comment names the English section it translates and the SHA-256 of
+# that section as it was translated (several, when one Korean section covers several English ones):
+#
+#     ## 속도
+#     <!-- en: "## Speed" sha256: 3f1c... -->
+#
+# A section is a heading (any level, outside fenced code) and the text up to the next heading; the
+# generated glossary block is left out of its hash (its Korean table is generated too, and checked
+# by its own test). Every English section must be stamped somewhere in the Korean README, so a
+# section changed or added in English and not in Korean fails the check (``translate --check``,
+# ``tests/test_readme_translation.py``). After a reviewed update of the Korean text:
+#
+#     python -m course_utils translate --stamp README "## Speed"     # or no heading: the empty stamps
+
+README_STAMP = re.compile(r'^<!-- en: "(?P<heading>[^"\n]*)" sha256:(?: (?P<sha>[0-9a-f]+))? -->[ \t]*$', re.M)
+"""One stamp line of README.ko.md: the English heading line it translates and that section's hash."""
+README_HEADING = re.compile(r"^#{1,6} \S")
+README_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+GLOSSARY_BLOCK = re.compile(r"(<!-- glossary:start[^\n]*-->\n).*?(<!-- glossary:end -->)", re.S)
+
+
+def readme_sections(text: str) -> dict[str, str]:
+    """The README cut at its headings (``#`` to ``######``; not ``#`` lines inside fenced code):
+    heading line -> the section, heading included, up to the next heading. Text before the first
+    heading is not a section. Raises ValueError on a heading that occurs twice (a stamp must name one)."""
+    sections: dict[str, list[str]] = {}
+    current, fence = None, None
+    for line in text.splitlines(keepends=True):
+        opening = README_FENCE.match(line)
+        if fence is None and opening:
+            fence = opening.group(1)
+        elif fence is not None and line.strip().startswith(fence) and not line.strip().strip(fence[0]):
+            fence = None
+        elif fence is None and README_HEADING.match(line):
+            current = line.rstrip()
+            if current in sections or '"' in current:
+                raise ValueError(f"the heading {current!r} occurs twice in the README or holds a double quote: "
+                                 "a stamp could not name it")
+            sections[current] = []
+        if current is not None:
+            sections[current].append(line)
+    return {heading: "".join(lines) for heading, lines in sections.items()}
+
+
+def readme_section_sha256(section: str) -> str:
+    """SHA-256 of one README section, its generated glossary table left out and trailing blank lines
+    ignored: what a Korean stamp records."""
+    body = GLOSSARY_BLOCK.sub(r"\1\2", section).rstrip() + "\n"
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+def readme_hashes(english: str) -> dict[str, str]:
+    """Every section of the English README with its hash: heading line -> SHA-256."""
+    return {heading: readme_section_sha256(text) for heading, text in readme_sections(english).items()}
+
+
+def readme_drift(english: str, translated: str, name: str = "README.ko.md") -> list[str]:
+    """One line per problem between README.md (``english``) and its translation: a stamp whose English
+    section changed since (stale), names no English section (orphaned) or has no hash yet
+    (unstamped), an English section stamped twice, and an English section that no stamp names."""
+    hashes, problems, seen = readme_hashes(english), [], set()
+    for match in README_STAMP.finditer(translated):
+        heading, sha = match.group("heading"), match.group("sha") or ""
+        line = translated.count("\n", 0, match.start()) + 1
+        restamp = f"`python -m course_utils translate --stamp README {shlex.quote(heading)}`"
+        if heading not in hashes:
+            problems.append(f"{name} line {line}: the stamp names {heading!r}, which is not a heading of README.md: "
+                            "point it at the section it translates, or remove it with its translation")
+        elif heading in seen:
+            problems.append(f"{name} line {line}: {heading!r} is stamped twice: one Korean section translates it")
+        elif not sha:
+            problems.append(f"{name} line {line}: {heading!r} is translated but not stamped: {restamp}")
+        elif sha != hashes[heading]:
+            problems.append(f"{name} line {line}: {heading!r} changed in README.md since it was translated: "
+                            f"update its translation, then {restamp}")
+        seen.add(heading)
+    problems += [f"README.md's section {heading!r} has no translation in {name}: translate it under a heading "
+                 f'followed by `<!-- en: "{heading}" sha256: -->`, then '
+                 f"`python -m course_utils translate --stamp README`" for heading in hashes if heading not in seen]
+    return problems
+
+
+def stamp_readme(english: str, translated: str, headings=()) -> tuple[str, list[str]]:
+    """``translated`` with the current English hash recorded in the stamps of ``headings`` (their
+    translations were brought up to date), or in every empty stamp when none are named; and the
+    headings stamped. Raises ValueError for a heading the English README or the stamps lack."""
+    hashes = readme_hashes(english)
+    stamped = {m.group("heading"): m.group("sha") or "" for m in README_STAMP.finditer(translated)}
+    wanted = list(headings) or [h for h, sha in stamped.items() if not sha]
+    for heading in wanted:
+        if heading not in hashes or heading not in stamped:
+            raise ValueError(f"{heading!r} is not both a heading of README.md and stamped in README.ko.md")
+
+    def restamp(match: re.Match) -> str:
+        heading = match.group("heading")
+        if heading not in wanted or heading not in hashes:
+            return match.group(0)
+        return f'<!-- en: "{heading}" sha256: {hashes[heading]} -->'
+
+    return README_STAMP.sub(restamp, translated), wanted
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m course_utils translate",
         description="merge the translations files into the translated notebooks (notebooks/<language>/)")
     parser.add_argument("notebooks", nargs="*", help="lesson names (default: every lesson with a translations file); "
-                        "with --stamp: the lesson, then its cell ids")
+                        "with --stamp: the lesson, then its cell ids, or README, then its English headings")
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 naming every stale, missing or "
-                        "orphaned translation and every generated notebook that is out of date (CI)")
+                        "orphaned translation and every generated notebook that is out of date (CI); with no "
+                        "lesson named, README.ko.md's sections against README.md's too")
     parser.add_argument("--stamp", action="store_true", help="record the English hash of the named cells "
-                        "(default: of every entry with an empty hash) after updating their translations")
+                        "(default: of every entry with an empty hash) after updating their translations; "
+                        "`--stamp README \"## Speed\"`: of README.ko.md's stamp for that section of README.md")
     parser.add_argument("--skeleton", action="store_true", help="start a translations file for the named lesson")
     parser.add_argument("--language", default=LANGUAGE)
     parser.add_argument("--notebooks-dir", type=Path, default=NOTEBOOKS_DIR, help=argparse.SUPPRESS)  # tests
     args = parser.parse_args(argv)
     where = {"notebooks_dir": args.notebooks_dir, "language": args.language}
+    if args.stamp and args.notebooks[:1] == ["README"]:
+        text, headings = stamp_readme(README.read_text(encoding="utf-8"), README_KO.read_text(encoding="utf-8"),
+                                      args.notebooks[1:])
+        README_KO.write_text(text, encoding="utf-8")
+        print(f"stamped {len(headings)} section(s) of {README_KO.name}: {'; '.join(headings)}")
+        return
     if args.stamp or args.skeleton:
         if not args.notebooks:
             raise ValueError("name the lesson, e.g. `translate --stamp week01_four_models 9f0fe159`")
@@ -1015,6 +1133,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.check:
         problems = check(only=args.notebooks, **where)
+        if not args.notebooks and args.notebooks_dir == NOTEBOOKS_DIR and args.language == LANGUAGE:
+            problems += readme_drift(README.read_text(encoding="utf-8"), README_KO.read_text(encoding="utf-8"))
         print("\n".join(problems) if problems else "translations: up to date")
         if problems:
             sys.exit(1)
