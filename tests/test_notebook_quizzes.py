@@ -331,9 +331,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("en/week07_ppo_run/q2", "opens_differently"): f"week 7: three options open with 'The', the key with 'LoRA', {FIXED_LATER}",
     ("en/week07_ppo_run/q7", "longest"): f"week 7: the key is the longest option by one character, {FIXED_LATER}",
     ("en/week07_ppo_run/q9", "longest"): f"week 7: the key is the longest option, {FIXED_LATER}",
-    ("en/week10_trl_and_scaling/q1", "opens_differently"):
-        f"week 10: three options open with 'That', the key with 'Nothing', {FIXED_LATER}",
-    ("en/week10_trl_and_scaling", "letters"): f"week 10: keys a, b, b on three questions, {FIXED_LATER}",
 }
 
 
