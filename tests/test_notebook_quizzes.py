@@ -3,7 +3,9 @@
 What is read. Every ``MultipleChoice`` / ``MultiSelect`` of every lesson, English (``notebooks/``) and
 Korean (``notebooks/ko/``), from two places that must agree: the quiz cell's source (the authored
 options, the key, ``shuffle``) and its stored output (the question and the options in the order and
-under the letters the learner is shown, after quiz.py's shuffle seeded by the question text). A key
+under the letters the learner is shown, after quiz.py's shuffle seeded by the question text, or by the
+``order_key`` that the translation merge gives a Korean question: the English question, so that a
+Korean quiz shows the English order under the English letters, which a test checks here). A key
 the notebook computes from its own run (``lab_key``, ``zero_gradient``) is not in the source as a
 literal: ``COMPUTED_KEYS`` records it as that stored run gives it, and a test checks that every
 computed key, and only those, is listed there.
@@ -83,6 +85,9 @@ class Shown:
     shuffle: bool
     authored: dict | None          # authored label -> text (None when the options are computed)
     authored_key: tuple
+    order_key: str | None = None   # the text that seeded the shuffle, where it is not the question
+    order: tuple = ()              # the authored labels in the displayed order
+    source_question: str | None = None  # the question as the source writes it (None: an f-string)
 
     @property
     def id(self) -> str:
@@ -142,9 +147,21 @@ def _shown_blocks(text: str, edition: str) -> list[tuple[str, dict]]:
     return blocks
 
 
+def _english_questions(path: Path, edition: str) -> dict[str, list[str]]:
+    """Cell id -> the questions its stored quiz output shows, in the English notebook of ``path``
+    (an f-string ``order_key`` of a Korean quiz is the English question, as that output shows it)."""
+    english = NOTEBOOKS_DIR / path.name
+    if edition == "en" or not english.is_file():
+        return {}
+    return {cell["id"]: [question for question, _ in _shown_blocks(_output_text(cell), "en")]
+            for cell in json.loads(english.read_text(encoding="utf-8"))["cells"]
+            if cell["cell_type"] == "code" and "Quiz(" in "".join(cell["source"])}
+
+
 def read_quiz(path: Path, edition: str) -> tuple[list[Shown], list[str]]:
     """The choice questions of one notebook as shown, and every disagreement between source and output."""
     shown, problems = [], []
+    english_questions = _english_questions(path, edition)
     for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
         source = "".join(cell["source"])
         if cell["cell_type"] != "code" or "Quiz(" not in source:
@@ -173,8 +190,17 @@ def read_quiz(path: Path, edition: str) -> tuple[list[Shown], list[str]]:
                 problems.append(f"{path.name} question {index + 1}: its key is a literal now; drop it from COMPUTED_KEYS")
             key = (key,) if isinstance(key, str) else tuple(key)
             shuffle = _literal(keywords["shuffle"]) if "shuffle" in keywords else True
+            order_key = None
+            if "order_key" in keywords:
+                order_key = _literal(keywords["order_key"])
+                if order_key is None:  # an f-string: the English question, with the values its output shows
+                    order_key = (english_questions.get(cell.get("id")) or [None] * (index + 1))[index]
+                if order_key is None:
+                    problems.append(f"{path.name} question {index + 1}: its order_key is neither a literal nor "
+                                    "the question of the English notebook's cell")
+                    continue
             labels = sorted(displayed) if shuffle else list(authored or displayed)
-            order = display_order(question, labels) if shuffle else labels
+            order = display_order(question if order_key is None else order_key, labels) if shuffle else labels
             letter_of = {label: letter for label, letter in zip(order, labels)}
             if authored is not None:
                 expected = {letter_of[label]: text for label, text in authored.items()}
@@ -183,7 +209,8 @@ def read_quiz(path: Path, edition: str) -> tuple[list[Shown], list[str]]:
                                     "options in quiz.py's order (re-execute the notebook)")
                     continue
             shown.append(Shown(edition, path.stem, index + 1, kind, question, displayed,
-                               frozenset(letter_of[label] for label in key), shuffle, authored, key))
+                               frozenset(letter_of[label] for label in key), shuffle, authored, key, order_key,
+                               tuple(order), _literal(call.args[0] if call.args else keywords.get("question"))))
     return shown, problems
 
 
@@ -319,13 +346,11 @@ def most_on_one_letter(questions: list[Shown]) -> tuple[int, Counter]:
 
 FIXED_LATER = "fixed with the next re-execution"
 KNOWN: dict[tuple[str, str], str] = {
-    ("ko/week05_kl_shaping/q2", "longest"): f"week 5 (Korean): the key is the longest option, {FIXED_LATER}",
-    ("ko/week05_kl_shaping/q3", "longest"): f"week 5 (Korean): the key is the longest option, {FIXED_LATER}",
-    ("ko/week05_kl_shaping/q5", "contiguous"): f"week 5 (Korean): the true statements show as c, d, {FIXED_LATER}",
-    ("ko/week05_kl_shaping", "letters"): f"week 5 (Korean): keys b, c, c on three questions, {FIXED_LATER}",
     ("en/week06a_sft_warm_up/q2", "restates_the_question"):
         f"week 6a: the key repeats the question's words (learn, prompt, answer, token, loss), {FIXED_LATER}",
     ("en/week06a_sft_warm_up", "letters"): f"week 6a: keys a, c, c on three questions, {FIXED_LATER}",
+    ("ko/week06a_sft_warm_up", "letters"): f"week 6a (Korean): the English order (order_key), so the English keys "
+                                            f"a, c, c, {FIXED_LATER} of the English lesson",
     ("en/week06b_reward_model/q7", "only_hedged"): f"week 6b: 'can' only in the key, {FIXED_LATER}",
     ("en/week07_ppo_run/q1", "only_hedged"): f"week 7: 'can' only in the key, {FIXED_LATER}",
     ("en/week07_ppo_run/q2", "opens_differently"): f"week 7: three options open with 'The', the key with 'LoRA', {FIXED_LATER}",
@@ -388,10 +413,35 @@ def test_the_reader_sees_what_quiz_py_shows():
     for q in ALL:
         if q.authored is None:
             continue
-        built = (MultipleChoice(q.question, q.authored, q.authored_key[0], shuffle=q.shuffle) if q.single else
-                 MultiSelect(q.question, q.authored, list(q.authored_key), shuffle=q.shuffle))
+        built = (MultipleChoice(q.question, q.authored, q.authored_key[0], shuffle=q.shuffle, order_key=q.order_key)
+                 if q.single else
+                 MultiSelect(q.question, q.authored, list(q.authored_key), shuffle=q.shuffle, order_key=q.order_key))
         assert {k: " ".join(v.split()) for k, v in built.options.items()} == q.options, q.id
         assert ({built.answer} if q.single else built.answers) == set(q.key), q.id
+
+
+KO_IDS = sorted(q.id for q in ALL if q.edition == "ko")
+
+
+@pytest.mark.parametrize("ko_id", KO_IDS)
+def test_a_korean_quiz_shows_the_english_order(ko_id):
+    """The translation merge seeds a Korean question's shuffle with the English question (``order_key``):
+    the Korean options are shown in the English order, under the same letters, so the English key serves
+    both and the letter rules above, written for the English quizzes, hold in Korean as a consequence."""
+    ko = next(q for q in ALL if q.id == ko_id)
+    en = next(q for q in ALL if q.edition == "en" and (q.notebook, q.number) == (ko.notebook, ko.number))
+    assert ko.kind == en.kind and ko.authored_key == en.authored_key, ko_id
+    if not ko.shuffle:
+        assert ko.order == en.order, ko_id
+        return
+    # The English question as the English source writes it (an f-string: as the English output shows it), so
+    # that an English notebook whose stored quiz predates its source (its own test fails) does not fail this one.
+    english = en.source_question if en.source_question is not None else en.question
+    assert ko.order_key == english, f"{ko_id}: the order key is not the English question"
+    order = tuple(display_order(english, sorted(ko.options)))
+    assert ko.order == order, (f"{ko_id}: shown as {ko.order}, the English quiz as {order}; regenerate the Korean "
+                               "notebook (python -m course_utils translate)")
+    assert ko.key == {letter for label, letter in zip(order, sorted(ko.options)) if label in en.authored_key}
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -93,6 +93,24 @@ def test_options_are_shown_in_a_stable_shuffle_seeded_by_the_question():
     assert set(positions) == set("abcd") and max(positions.values()) < 0.35 * 400, positions
 
 
+def test_an_order_key_seeds_the_shuffle_in_place_of_the_question():
+    """A translated question passes its English question as ``order_key``: the options, translated, are
+    shown in the English order under the same letters, and the key is the same letter."""
+    english = MultipleChoice("Which one?", {"a": "right", "b": "wrong 1", "c": "wrong 2", "d": "wrong 3"},
+                             answer="a")
+    translated = {"a": "맞음", "b": "틀림 1", "c": "틀림 2", "d": "틀림 3"}
+    korean = MultipleChoice("어느 것일까요?", translated, answer="a", feedback={"b": "아니요"}, lang="ko",
+                            order_key="Which one?")
+    ticked = MultiSelect("어느 것일까요?", translated, answers=["a", "c"], lang="ko", order_key="Which one?")
+    own = MultipleChoice("어느 것일까요?", translated, answer="a")  # no order_key: its own question seeds it
+    assert [korean.displayed(x) for x in "abcd"] == [english.displayed(x) for x in "abcd"] == \
+        [ticked.displayed(x) for x in "abcd"]
+    assert korean.answer == english.answer and ticked.answers == {english.displayed("a"), english.displayed("c")}
+    assert korean.feedback == {english.displayed("b"): "아니요"} and korean.question == "어느 것일까요?"
+    assert list(own.options.values()) == [translated[x] for x in quiz.display_order("어느 것일까요?", "abcd")]
+    assert [own.displayed(x) for x in "abcd"] != [english.displayed(x) for x in "abcd"]  # so the key matters here
+
+
 def test_the_order_does_not_depend_on_the_python_hash_seed():
     # display_order must not use hash(), which Python salts per process: ask a fresh interpreter.
     import subprocess

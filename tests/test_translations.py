@@ -3,8 +3,9 @@
 - every translated cell still translates the English cell it records (names the notebook and cells);
 - the drift check fails on a changed, a new or a removed English cell (on a copy in a temp folder);
 - notebooks/ko/*.ipynb are exactly the merge (nobody edits them by hand);
-- their code is the English code but for the quiz texts and ``lang="ko"`` on the quiz, exercise and
-  glossary calls, their other outputs are the English ones;
+- their code is the English code but for the quiz texts, ``lang="ko"`` on the quiz, exercise and
+  glossary calls and ``order_key=`` the English question on the choice questions (so they show the
+  English option order), their other outputs are the English ones;
 - their glossary tables have the Korean header and Korean meanings;
 - their quizzes and exercise checks answer back in Korean, headless, without English scaffolding.
 """
@@ -60,10 +61,19 @@ def test_the_korean_notebook_is_the_merge(lesson):
 
 
 def blank_strings(source: str) -> str:
-    """The cell's code with every string literal replaced by one placeholder (and no ``lang=``)."""
+    """The cell's code with every string literal replaced by one placeholder (and no ``lang=``); an
+    ``order_key=`` keeps its text (written as one literal, however it is split over lines), and an
+    ``answer=`` / ``answers=`` its labels (a translation never changes a key)."""
     class Blank(ast.NodeTransformer):
         def visit_Call(self, node):
             node.keywords = [k for k in node.keywords if k.arg != "lang"]
+            return self.generic_visit(node)
+
+        def visit_keyword(self, node):
+            if node.arg == "order_key":
+                return ast.keyword("order_key", ast.Constant(ast.unparse(node.value)))
+            if node.arg in ("answer", "answers"):
+                return node
             return self.generic_visit(node)
 
         def visit_Constant(self, node):
@@ -75,11 +85,17 @@ def blank_strings(source: str) -> str:
     return ast.dump(Blank().visit(ast.parse(tr._parseable(source))))
 
 
+def quiz_code_as_sanctioned(english: str, korean: str) -> bool:
+    """The translated quiz cell ``korean`` is the English cell but for its texts, ``lang=`` and, on each
+    choice question, ``order_key=`` exactly the English question (``tr.with_order_keys``)."""
+    return blank_strings(korean) == blank_strings(tr.with_order_keys(english, english))
+
+
 @pytest.mark.parametrize("lesson", LESSONS, ids=lesson_id)
 def test_one_source_of_truth_for_code(lesson):
-    """Same cells, same ids; code cells identical except the quiz texts and ``lang="ko"`` on the quiz,
-    exercise and glossary calls; outputs identical except the re-rendered quizzes, exercise messages
-    and glossary tables."""
+    """Same cells, same ids; code cells identical except the quiz texts, ``lang="ko"`` on the quiz,
+    exercise and glossary calls and ``order_key`` (the English question) on the choice questions;
+    outputs identical except the re-rendered quizzes, exercise messages and glossary tables."""
     english = nbformat.read(lesson.english, as_version=4)
     korean = nbformat.read(lesson.generated, as_version=4)
     assert [c.id for c in korean.cells] == [c.id for c in english.cells]
@@ -88,7 +104,7 @@ def test_one_source_of_truth_for_code(lesson):
         if en.cell_type != "code":
             continue
         if tr.is_quiz_cell(en):
-            assert blank_strings(ko.source) == blank_strings(en.source), f"{lesson.name} cell {en.id}: code changed"
+            assert quiz_code_as_sanctioned(en.source, ko.source), f"{lesson.name} cell {en.id}: code changed"
             assert len(ko.outputs) == len(en.outputs)
         elif tr.is_exercise_cell(en):
             assert ko.source == tr.with_language(en.source, "ko"), f"{lesson.name} cell {en.id}: only lang= may differ"
@@ -251,6 +267,60 @@ def test_the_korean_glossary_table_is_korean(lesson):
         assert glossary.MEANINGS[term] not in line and glossary.MEANINGS[term] not in page
         assert html.escape(glossary.MEANINGS_KO[term]) in page
     assert text == str(glossary.show_glossary(terms, lang="ko"))
+
+
+def test_the_code_check_fails_on_an_unsanctioned_change():
+    """What test_one_source_of_truth_for_code accepts: the merge's changes; not a changed key, another
+    argument, or an order key that is not the English question."""
+    lesson = LESSONS[0]
+    english = next(c for c in tr.read_english(lesson).cells if tr.is_quiz_cell(c) and "MultipleChoice(" in c.source)
+    korean = next(c for c in nbformat.read(lesson.generated, as_version=4).cells if c.id == english.id).source
+    assert quiz_code_as_sanctioned(english.source, korean)
+    order_key = re.search(r'order_key=("(?:[^"\\]|\\.)*"(?:\s*"(?:[^"\\]|\\.)*")*)', korean)
+    assert order_key, "the Korean quiz cell has no order_key"
+    first_answer = re.search(r'answer="([a-e])"', korean)
+    other = "b" if first_answer.group(1) != "b" else "c"
+    for changed in (korean.replace(order_key.group(0), 'order_key="Which is right?"', 1),    # another text
+                    korean.replace(order_key.group(0), "order_key=None", 1),
+                    korean.replace(first_answer.group(0), f'answer="{other}"', 1),          # another key
+                    korean.replace("answer=", "answers=", 1),
+                    korean.replace(order_key.group(0), order_key.group(0) + ", shuffle=False", 1),
+                    korean.replace(",\n" + " " * 8 + order_key.group(0), "", 1)):        # no order key
+        assert changed != korean and not quiz_code_as_sanctioned(english.source, changed)
+
+
+def test_with_order_keys_seeds_the_translated_questions_with_the_english_ones():
+    source = ('quiz = Quiz("t", [\n'
+              '    MultipleChoice(\n'
+              '        "Which is right?",\n'
+              '        {"a": "x", "b": "y", "c": "z", "d": "w"}, answer="a",\n'
+              '        hint=("one "\n'
+              '              "two")),  # parenthesised last argument\n'
+              '    MultiSelect(f"Which of {n} hold?", {"a": "x", "b": "y", "c": "z", "d": "w"}, answers=["a", "c"],\n'
+              '                hint="h",  # a comment\n'
+              '                ),\n'
+              '    MultipleChoice("Kept?", {"a": "x", "b": "y"}, answer="a", shuffle=False),\n'
+              '    MultipleChoice("Own key?", {"a": "x", "b": "y"}, answer="a", order_key="Own key?"),\n'
+              '])\nquiz')
+    korean = tr.translate_code(source, [("Which is right?", "어느 것이 맞을까요?"),
+                                        ("Which of {n} hold?", "{n}개 중 어느 것이 맞을까요?")])
+    merged = tr.with_order_keys(korean, source)
+    calls = [n for n in ast.walk(ast.parse(merged)) if isinstance(n, ast.Call) and getattr(n.func, "id", "") in
+             ("MultipleChoice", "MultiSelect")]
+    keys = [[k.value for k in c.keywords if k.arg == "order_key"] for c in sorted(calls, key=lambda c: c.lineno)]
+    assert ast.literal_eval(keys[0][0]) == "Which is right?"
+    assert isinstance(keys[1][0], ast.JoinedStr) and ast.unparse(keys[1][0]) == "f'Which of {n} hold?'"
+    assert keys[2] == [] and ast.literal_eval(keys[3][0]) == "Own key?"  # no shuffle; an order_key of its own
+    assert tr.with_order_keys(merged, source) == merged and "# a comment" in merged
+    english_quiz, korean_quiz = tr.render_quiz(source, {"{n}": "4"}), tr.render_quiz(merged, {"{n}": "4"})
+    for en, ko in zip(english_quiz.questions, korean_quiz.questions):
+        assert list(en.options.values()) == list(ko.options.values())  # the options stay English here
+        assert (getattr(en, "answer", None), getattr(en, "answers", None)) == (
+            getattr(ko, "answer", None), getattr(ko, "answers", None))
+    assert korean_quiz[0].question == "어느 것이 맞을까요?"
+    with pytest.raises(ValueError, match="not a string literal"):
+        tr.with_order_keys('question = "Q?"\nMultipleChoice(question, {"a": "x", "b": "y"}, answer="a")',
+                           'question = "Q?"\nMultipleChoice(question, {"a": "x", "b": "y"}, answer="a")')
 
 
 def test_with_language_adds_lang_to_the_outer_calls_only():

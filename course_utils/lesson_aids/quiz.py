@@ -26,7 +26,10 @@ authored ones reassigned in the shuffled order (authored ``{"a": X, "b": Y}`` ma
 ``q.check("b")`` answers the option shown as b), ``q.answer`` (``q.answers`` for MultiSelect) is the
 displayed letter of the correct option, and ``q.displayed("a")`` maps an authored letter to the one
 shown. ``shuffle=False`` keeps the authored order (options with an order of their own, such as a
-table of cases).
+table of cases). ``order_key="..."`` seeds the shuffle with that text instead of the question: a
+translated question passes its English question text (the translation merge adds it,
+``machinery/translations.py``), so it shows its options in the English order, under the same
+letters, and one answer key serves both languages.
 In a notebook, ending a cell with ``q`` (or calling ``q.show()``) renders ipywidgets: an input,
 a Check button, a Hint button and an HTML line where the feedback appears. Without ipywidgets or
 a kernel (plain Python, a terminal, GitHub's static view) the question prints as text with the
@@ -312,7 +315,8 @@ def _normalise_options(options) -> dict[str, str]:
 
 
 def display_order(question: str, labels) -> list[str]:
-    """The authored ``labels`` in the order a learner sees them: a shuffle seeded by ``question``.
+    """The authored ``labels`` in the order a learner sees them: a shuffle seeded by ``question``
+    (the question text, or the ``order_key`` a question was given in its place).
 
     The seed is the SHA-256 of the question text, so the order is the same in every run, on every
     machine and Python version (no ``hash()`` randomisation), and changes only when the question
@@ -332,11 +336,14 @@ class MultipleChoice(_Question):
     ``answer`` and the keys of ``feedback`` are the authored labels; the options are shown in
     ``display_order(question, labels)`` (unless ``shuffle=False``) under the same letters, and
     ``options``, ``answer``, ``check`` and the widget all use the displayed letters (module docstring).
+    ``order_key``, when given, seeds the shuffle in place of the question (a translation passes the
+    English question, so both languages show the options in one order, under the same letters).
     """
 
     def __init__(self, question: str, options, answer: str, feedback: dict[str, str] | None = None,
-                 hint: str = "", shuffle: bool = True, lang: str = "en"):
+                 hint: str = "", shuffle: bool = True, lang: str = "en", order_key: str | None = None):
         super().__init__(question, hint, lang)
+        self.order_key = order_key
         self._arrange(options, shuffle)
         self.authored_answer = self._author_label(answer, "answer")
         self.answer = self.displayed(self.authored_answer)
@@ -349,7 +356,8 @@ class MultipleChoice(_Question):
         # Sorted first, so the order shown depends on the question and the labels alone, not on
         # the order the author happened to write the options in.
         labels = sorted(self.authored_options) if shuffle else list(self.authored_options)
-        order = display_order(self.question, labels) if shuffle else labels
+        seed = self.question if self.order_key is None else self.order_key
+        order = display_order(seed, labels) if shuffle else labels
         self._shown_as = {authored: shown for authored, shown in zip(order, labels)}
         self.options = {shown: self.authored_options[authored] for authored, shown in zip(order, labels)}
 
@@ -409,8 +417,9 @@ class MultiSelect(MultipleChoice):
     """
 
     def __init__(self, question: str, options, answers, feedback: dict[str, str] | None = None,
-                 hint: str = "", shuffle: bool = True, lang: str = "en"):
+                 hint: str = "", shuffle: bool = True, lang: str = "en", order_key: str | None = None):
         _Question.__init__(self, question, hint, lang)
+        self.order_key = order_key
         self._arrange(options, shuffle)
         self.authored_answers = {self._author_label(a, "answer") for a in answers}
         if not self.authored_answers:

@@ -32,17 +32,24 @@ them as they are written, one line per line, where JSON would put each cell on o
 placeholders. An entry whose ``source_sha256`` is empty is translated but not yet stamped.
 
 A quiz cell's output is the quiz rendered again from the translated cell through
-``lesson_aids.quiz``'s classes (the translated question also decides the option order), without a
-kernel: the arguments a quiz shows are literals, and an f-string's placeholders take the values
-the English output shows for them. Its saved widget view is dropped (it would show the English
-widget); the text and HTML views remain.
+``lesson_aids.quiz``'s classes, without a kernel: the arguments a quiz shows are literals, and an
+f-string's placeholders take the values the English output shows for them. Its saved widget view
+is dropped (it would show the English widget); the text and HTML views remain.
+
+One option order. A choice question shows its options in a shuffle seeded by its text
+(``quiz.display_order``), so a translated question would show them in another order, under other
+letters, than the English one. The merge adds ``order_key=`` the English question (as written in
+English, an f-string with its placeholders) to each ``MultipleChoice`` and ``MultiSelect`` call of
+a translated quiz cell (``with_order_keys``): both lessons show every question's options in one
+order, one answer key serves both, and the spread of keys over the letters that the English
+quizzes are written for holds in every language.
 
 The fixed phrases around the texts (a quiz's "Correct." and "Try again", the call to make, its
 buttons; an exercise check's verdict, diagnosis and hints) are the library's, in the language its
 ``lang`` argument names. The merge adds ``lang="<language>"`` to each outermost quiz call of a quiz
 cell (``Quiz``, ``checklist``: their questions follow), to each ``exercises.check`` and
-``exercises.hint`` call, and to each ``show_glossary`` call (``with_language``); nothing else of the
-code changes. The output of an ``exercises.hint`` cell, and of an ``exercises.check`` cell that
+``exercises.hint`` call, and to each ``show_glossary`` call (``with_language``); with
+``order_key`` (above), nothing else of the code changes. The output of an ``exercises.hint`` cell, and of an ``exercises.check`` cell that
 shows "not attempted yet" (the committed state of every exercise), is rendered again in that
 language, without a kernel. So is the output of the glossary cell that ends a lesson
 (``show_glossary([...])`` on a literal list of terms: the table's header and meanings in that
@@ -84,10 +91,12 @@ from course_utils.machinery.paths import NOTEBOOKS_DIR, README, README_KO
 LANGUAGE = "ko"
 QUIZ_CALLS = ("MultipleChoice", "MultiSelect", "NumericAnswer", "Quiz", "checklist", "Checklist")
 """Calls that make a code cell a quiz cell: its string literals are translated."""
-SHOWN_ARGS = {"MultipleChoice": ("question", "options"), "MultiSelect": ("question", "options"),
+SHOWN_ARGS = {"MultipleChoice": ("question", "options", "order_key"),
+              "MultiSelect": ("question", "options", "order_key"),
               "NumericAnswer": ("question",), "Quiz": ("title", "questions"),
               "checklist": ("items", "title"), "Checklist": ("items", "title")}
-"""The arguments whose text a quiz shows (its output); the others (feedback, hints) show when checked."""
+"""The arguments whose text a quiz shows (its output), or whose text decides the order it shows the
+options in (``order_key``); the others (feedback, hints) show when checked."""
 EXERCISE_CALLS = ("check", "hint")
 """``exercises.<name>(...)`` calls whose messages come in the language of their ``lang`` argument."""
 GLOSSARY_CALLS = ("show_glossary",)
@@ -503,6 +512,77 @@ def with_language(source: str, language: str) -> str:
     return source
 
 
+# ---------------------------------------------------------------------------------------------
+# One option order for both languages: order_key="<the English question>" on the choice questions
+
+
+ORDERED_CALLS = ("MultipleChoice", "MultiSelect")
+"""Question calls that show their options in a shuffle seeded by the question text (``quiz.display_order``)."""
+
+
+def _ordered_calls(tree) -> list[ast.Call]:
+    """The ``ORDERED_CALLS`` of a cell, in the order they are written."""
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+             and n.func.id in ORDERED_CALLS]
+    return sorted(calls, key=lambda n: (n.lineno, n.col_offset))
+
+
+def _question_node(call: ast.Call):
+    return call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "question"), None)
+
+
+def _after_last_argument(parseable: str, char_offset, call: ast.Call) -> tuple[int, bool]:
+    """Where a keyword argument goes after the call's last argument: the offset, and whether it goes
+    after a trailing comma (then it takes the comma itself) rather than before the next one."""
+    last = max([*call.args, *(k.value for k in call.keywords)], key=lambda n: (n.end_lineno, n.end_col_offset))
+    end, close = char_offset(last.end_lineno, last.end_col_offset), char_offset(call.end_lineno, call.end_col_offset) - 1
+    position, trailing = end, False
+    for match in re.finditer(r"#[^\n]*|[),]", parseable[end:close]):
+        if match.group() == ")":  # the closing bracket of a parenthesised last argument
+            position = end + match.end()
+        elif match.group() == ",":
+            position, trailing = end + match.end(), True
+    return position, trailing
+
+
+def with_order_keys(source: str, english_source: str) -> str:
+    """``source`` (a quiz cell translated from ``english_source``) with ``order_key=`` the English
+    question added to each ``MultipleChoice`` / ``MultiSelect`` call that shuffles and has no
+    ``order_key`` yet: the translated question shows its options in the English order, under the
+    same letters (``quiz.display_order``), whatever its own text. The English question is written as
+    it is in English (an f-string keeps its placeholders, which take the same values in both lessons).
+
+    The calls of the two sources are paired in the order they are written (``translate_code`` changes
+    only literals). A question that is not a string literal or an f-string is a ValueError: pass
+    ``order_key`` in the English cell, or write the question in the call."""
+    parseable = _parseable(source)
+    english_parseable = _parseable(english_source)
+    calls, english_calls = _ordered_calls(ast.parse(parseable)), _ordered_calls(ast.parse(english_parseable))
+    if [c.func.id for c in calls] != [c.func.id for c in english_calls]:
+        raise ValueError("the translated cell's questions are not the English cell's")
+    char_offset, inserts = _offsets(parseable), []
+    for call, english in zip(calls, english_calls):
+        keywords = {k.arg: k.value for k in call.keywords}
+        shuffle = keywords.get("shuffle")
+        if "order_key" in keywords or (isinstance(shuffle, ast.Constant) and shuffle.value is False):
+            continue
+        question = _question_node(english)
+        if not (isinstance(question, ast.JoinedStr) or (isinstance(question, ast.Constant)
+                                                        and isinstance(question.value, str))):
+            raise ValueError(f"{english.func.id}(...) in line {english.lineno}: its question is not a string literal "
+                             "or an f-string, so the translation cannot give it the English option order; write the "
+                             "question in the call, or pass order_key")
+        text = _template(question, english_parseable) if isinstance(question, ast.JoinedStr) else question.value
+        shown = _question_node(call)  # the new argument goes on a line of its own, under the question
+        indent = char_offset(shown.lineno, shown.col_offset) - char_offset(shown.lineno, 0)
+        code = "order_key=" + literal_code(text, isinstance(question, ast.JoinedStr), indent + len("order_key="), True)
+        position, trailing = _after_last_argument(parseable, char_offset, call)
+        inserts.append((position, f"\n{' ' * indent}{code}," if trailing else f",\n{' ' * indent}{code}"))
+    for position, text in sorted(inserts, reverse=True):
+        source = source[:position] + text + source[position:]
+    return source
+
+
 def _raises_not_implemented(*args, **kwargs):
     """A learner's function not written yet (the committed state of every exercise cell)."""
     raise NotImplementedError
@@ -811,8 +891,8 @@ def _prune_widget_state(nb) -> None:
 
 def _merge_quiz_cell(cell, entry: Entry, current: bool, language: str) -> None:
     english = _text(cell["source"])
-    korean = with_language(translate_code(english, [(en, ko) for en, ko in entry.strings if ko], strict=current),
-                           language)
+    korean = translate_code(english, [(en, ko) for en, ko in entry.strings if ko], strict=current)
+    korean = with_language(with_order_keys(korean, english), language)
     cell["source"] = korean
     for output in cell.get("outputs", []):
         if output.get("output_type") != "execute_result":
