@@ -20,6 +20,7 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import signal
 import sys
 import time
@@ -277,7 +278,11 @@ def read_run(run_dir, made_by: str = "the cell that trains it", min_updates: int
         raise ValueError(f"{run_dir} holds no held-out evaluation (evals.jsonl): its run was stopped before the "
                          f"first one. Fix: {again}")
     summary = json.loads((run_dir / "summary.json").read_text()) if safe_files.is_finished(run_dir) else None
-    return RunLogs(json.loads((run_dir / "config.json").read_text()), history, evals, summary)
+    config = json.loads((run_dir / "config.json").read_text())
+    saved = saved_model_folder(run_dir)  # a relative model path written from another working folder:
+    if saved is not None and saved.is_dir() and not Path(config["model"]).expanduser().exists():
+        config["model"] = os.path.relpath(saved, Path.cwd())  # the same folder, named from here
+    return RunLogs(config, history, evals, summary)
 
 
 def check_same_run(run_dir: Path, config: PPOConfig) -> None:
@@ -290,6 +295,8 @@ def check_same_run(run_dir: Path, config: PPOConfig) -> None:
                          'start it over with train(if_exists="overwrite"), or give this run another run_name') from None
     changes = {name: change for name, change in checkpoint.config_changes(saved, config.to_dict()).items()
                if name not in SAME_RUN_IGNORES}
+    if "model" in changes and same_model_folder(run_dir, config.model):
+        del changes["model"]  # one folder named from two places (notebooks/ and notebooks/ko/)
     if changes:
         listed = ", ".join(f"{name} {old!r} -> {new!r}" for name, (old, new) in changes.items())
         resumable = not set(changes) & set(checkpoint.SAME_ON_RESUME)
@@ -297,6 +304,24 @@ def check_same_run(run_dir: Path, config: PPOConfig) -> None:
                          'train(if_exists="overwrite")'
                          + (', continue it under the new settings with train(if_exists="resume")' if resumable else "")
                          + ", or give this run another run_name")
+
+
+def saved_model_folder(run_dir: Path) -> Path | None:
+    """The absolute folder of the model a run in ``run_dir`` started from (its manifest's
+    ``model_resolved``), or None where the run did not record one."""
+    try:
+        resolved = json.loads((Path(run_dir) / "manifest.json").read_text()).get("model_resolved")
+    except (OSError, ValueError):
+        return None
+    return Path(resolved) if resolved else None
+
+
+def same_model_folder(run_dir: Path, model: str) -> bool:
+    """True when ``model``, a path relative to this process's working folder, names the folder the
+    run in ``run_dir`` started from, though its config wrote it relative to another folder (week 7
+    run from notebooks/, read again from notebooks/ko/)."""
+    saved = saved_model_folder(run_dir)
+    return saved is not None and Path(model).expanduser().exists() and Path(model).expanduser().resolve() == saved
 
 
 def plan_on_disk(run_dir: Path, config: PPOConfig, if_exists: str) -> tuple[str, str | None]:
@@ -397,6 +422,13 @@ def read_back(trainer: "PPOTrainer") -> dict:
     return summary
 
 
+def model_resolved(model: str) -> dict:
+    """``{"model_resolved": absolute folder}`` when ``model`` is a local path (a notebook's relative
+    ``../runs/sft-cpu/model``), so that the run can be read from another working folder; else {}."""
+    path = Path(model).expanduser()
+    return {"model_resolved": str(path.resolve())} if path.is_dir() else {}
+
+
 def start_run(trainer: "PPOTrainer", resume: bool) -> None:
     """Resume if asked (a finished run resumed loses its ending, ``safe_files.RUN_ENDING``, at once:
     an interrupted resume must not look finished), write the run's config and manifest, evaluate
@@ -408,7 +440,8 @@ def start_run(trainer: "PPOTrainer", resume: bool) -> None:
     if trainer.rank == 0:
         safe_files.write_json(trainer.run_dir / "config.json", trainer.config.to_dict())
         safe_files.write_json(trainer.run_dir / "manifest.json", {**trainer.bundle.manifest,
-                                                                    "fast_paths": trainer.fast_paths}, default=str)
+                                                                    "fast_paths": trainer.fast_paths,
+                                                                    **model_resolved(trainer.config.model)}, default=str)
     trainer._write_jsonl(METRICS, trainer.history)  # drops lines past the checkpoint after a kill
     if not trainer.evals:
         trainer._evaluate_and_keep_best()
