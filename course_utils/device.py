@@ -77,6 +77,12 @@ def set_threads(n: int | None = None) -> int:
     """Set torch's intra-op thread count: ``n``, else ``$COURSE_THREADS``, else the number of
     cores (capped at 8: small models gain nothing from more). Returns the count in use."""
     if n is None:
-        n = int(os.environ.get(THREADS_ENV_VAR, "0")) or min(os.cpu_count() or 1, 8)
+        raw = os.environ.get(THREADS_ENV_VAR, "0").strip() or "0"
+        try:
+            n = int(raw)
+        except ValueError:
+            raise ValueError(f"${THREADS_ENV_VAR} is {raw!r}, not a number of threads: set it to a whole number, "
+                             f"e.g. export {THREADS_ENV_VAR}=4, or unset it to use the cores") from None
+        n = n or min(os.cpu_count() or 1, 8)
     torch.set_num_threads(max(1, n))
     return torch.get_num_threads()

@@ -472,6 +472,9 @@ def bradley_terry_loss(chosen: torch.Tensor, rejected: torch.Tensor) -> torch.Te
     Written with logsigmoid, which stays finite for large negative margins
     (log(sigmoid(-100)) underflows to -inf in float32, logsigmoid gives -100).
     """
+    # plain numbers (rm.bradley_terry_loss([2.0], [0.0])) are read as float32 tensors
+    chosen = chosen if torch.is_tensor(chosen) else torch.tensor(chosen, dtype=torch.float32)
+    rejected = rejected if torch.is_tensor(rejected) else torch.tensor(rejected, dtype=torch.float32)
     if chosen.shape != rejected.shape:
         raise ValueError(f"chosen {tuple(chosen.shape)} and rejected {tuple(rejected.shape)} scores must pair up")
     return -F.logsigmoid(chosen - rejected).mean()

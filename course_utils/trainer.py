@@ -17,6 +17,7 @@ whitening and metric means are global.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
@@ -349,6 +350,10 @@ def plan_on_disk(run_dir: Path, config: PPOConfig, if_exists: str) -> tuple[str,
     return "start", None
 
 
+WRITABLE_FIX = "choose another output_dir (load_config(..., output_dir=DIR); on the command line --set output_dir=DIR)"
+ONE_WRITER_FIX = "wait until it ends, then run this again (a finished run is read back), or give this run another run_name"
+
+
 def run_folder_plan(trainer: "PPOTrainer", if_exists: str, resume: bool = False) -> str:
     """What ``PPOTrainer.train`` does with its run folder: "start", "resume" (from the checkpoint)
     or "read" (a finished run read back), decided on rank 0 and shared with every process.
@@ -574,8 +579,8 @@ class PPOTrainer:
             refuse_generation_logprobs_off_float32(config, self.device)
         train, self.eval_records, self.sample_records, self.prompts = load_prompts(config, self.rank, self.world_size)
         self.run_dir = config.run_dir
-        if self.rank == 0:
-            safe_files.check_writable(self.run_dir, "choose another output_dir (--set output_dir=DIR)")
+        if self.rank == 0 and not safe_files.is_finished(self.run_dir):  # a finished run may be read where it cannot be written
+            safe_files.check_writable(self.run_dir, WRITABLE_FIX)
         lora = models.LoRASettings(rank=config.lora_rank, alpha=config.lora_alpha,
                                    target_modules=tuple(config.lora_target_modules)) if config.lora_rank else None
         self.bundle = bundle or models.load_bundle(model=config.model, lora=lora, reward=make_reward(config, self.device),
@@ -759,8 +764,11 @@ class PPOTrainer:
         (nothing trained) and continues an interrupted one from its checkpoint; "resume" (or
         ``resume=True``) continues from the checkpoint; "overwrite" starts afresh. Ctrl-C at any
         moment ends in ``safe_files.Interrupted``: its message says what was kept and the way on."""
-        cfg, bar, self.phase = self.config, None, "start"
+        cfg, bar, self.phase, held = self.config, None, "start", contextlib.ExitStack()
         try:
+            if self.rank == 0 and (resume or if_exists != "keep" or not safe_files.is_finished(self.run_dir)):
+                safe_files.check_writable(self.run_dir, WRITABLE_FIX)  # only reading a finished run back needs no write
+                held.enter_context(safe_files.one_writer(self.run_dir, ONE_WRITER_FIX))  # not two kernels at once
             plan = run_folder_plan(self, if_exists, resume)
             if plan == "read":
                 return read_back(self)
@@ -786,6 +794,7 @@ class PPOTrainer:
         finally:
             if bar is not None:
                 bar.close()
+            held.close()
 
     def _last_update(self) -> bool:
         return self.update == self.config.total_updates or self.budget_spent()

@@ -242,6 +242,11 @@ def compare(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> Comp
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if not a.size or not b.size:
         raise ValueError("each arm needs at least one value")
+    for arm, values in (("a", a), ("b", b)):
+        missing = np.flatnonzero(~np.isfinite(values)).tolist()
+        if missing:
+            raise ValueError(f"arm {arm} has no number at position(s) {missing} (NaN, inf or None): compare the "
+                             "seeds measured in both arms, and leave a missing seed out of both (they pair by position)")
     if a.size == b.size > 1:
         d = a - b
         mean, se = mean_se(d)

@@ -342,6 +342,23 @@ def binomial_standard_error(p: float, n: int) -> float:
     return math.sqrt(p * (1.0 - p) / n)
 
 
+def pass_flags(passed, name: str = "passed") -> list[bool]:
+    """One True/False per answer from booleans (or 0/1) or from ``tasks.check`` verdicts, whose
+    ``.passed`` is read: a verdict object is always truthy, so ``[tasks.check(r, a) for ...]`` without
+    ``.passed`` would otherwise count every answer as a pass. Anything else is refused by name."""
+    flags = []
+    for k, value in enumerate(passed):
+        value = getattr(value, "passed", value)
+        if hasattr(value, "item") and getattr(value, "ndim", None) == 0:  # a NumPy or torch scalar
+            value = value.item()
+        if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+            flags.append(bool(value))
+            continue
+        raise ValueError(f"{name}[{k}] is {value!r} ({type(value).__name__}): give one True/False per answer, "
+                         "e.g. [tasks.check(r, a).passed for r, a in ...]")
+    return flags
+
+
 def paired_pass_change(passed_before: Sequence[bool], passed_after: Sequence[bool]) -> dict:
     """The same prompts graded before and after: ``{"gained", "lost", "n", "p_value"}``.
 
@@ -355,6 +372,7 @@ def paired_pass_change(passed_before: Sequence[bool], passed_after: Sequence[boo
     cancel."""
     if len(passed_before) != len(passed_after):
         raise ValueError(f"the two gradings must cover the same prompts: {len(passed_before)} != {len(passed_after)}")
+    passed_before, passed_after = pass_flags(passed_before, "passed_before"), pass_flags(passed_after, "passed_after")
     gained = sum(1 for b, a in zip(passed_before, passed_after) if not b and a)
     lost = sum(1 for b, a in zip(passed_before, passed_after) if b and not a)
     moved = gained + lost

@@ -347,7 +347,7 @@ def _argument(exercise: _Exercise, args: Sequence, kwargs: dict, param: str) -> 
 class _Difference:
     """How a result differs from the library's: ``kind`` is what went wrong, ``lines`` say where."""
 
-    kind: str                 # "error", "type", "structure", "shape", "dtype", "value", "inplace", "grad"
+    kind: str                 # "error", "type", "structure", "shape", "dtype", "device", "value", "inplace", "grad"
     lines: list[str]
     element: int | None = None   # which element of a returned tuple (None: the whole result)
     index: tuple = ()
@@ -572,6 +572,9 @@ def _compare_tensor(expected: torch.Tensor, actual: Any, what: str, any_dtype: b
     if not any_dtype and not _same_dtype(expected.dtype, actual.dtype):
         return _Difference("dtype", [_say("wrong_dtype", what=what, got=_dtype(actual), expected=_dtype(expected))],
                            hint=_say("hint_dtype", expected=_dtype(expected), full=expected.dtype))
+    if actual.device != expected.device:  # compared below only on one device: say it first, with the fix
+        return _Difference("device", [_say("wrong_device", what=what, got=actual.device.type, expected=expected.device.type)],
+                           hint=_say("hint_device"))
     return _first_difference(expected, actual, what)
 
 

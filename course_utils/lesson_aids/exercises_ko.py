@@ -45,6 +45,9 @@ PHRASES: dict[str, dict[str, str]] = {
         "wrong_dtype": "{what} has dtype {got}, expected {expected}",
         "hint_dtype": "Return the same dtype as the library (here {expected}): finish with .to({full}), or compute in the "
                       "inputs' dtype (.float() gives float32).",
+        "wrong_device": "{what} is on device {got}, expected {expected} (the inputs' device)",
+        "hint_device": "Return the result on the inputs' device: leave out .to(...), .cuda() and .cpu(), or build new "
+                       "tensors with device=x.device.",
         "entries_differ": " ({count} of {n} entries differ)",
         "differs_at": "{what} differs at index {index}: expected {expected}, got {got}{tail}",
         "differs_scalar": "{what} differs (a single number): expected {expected}, got {got}{tail}",
@@ -98,6 +101,9 @@ PHRASES: dict[str, dict[str, str]] = {
         "wrong_dtype": "{what}: dtype이 {got}입니다. 기대한 dtype은 {expected}입니다",
         "hint_dtype": "라이브러리와 같은 dtype(여기서는 {expected})을 반환하세요. 마지막에 .to({full})를 붙이거나, "
                       "입력의 dtype 그대로 계산하세요(.float()는 float32로 바꿉니다).",
+        "wrong_device": "{what}: 장치(device)가 {got}입니다. 기대한 장치는 {expected}(입력의 장치)입니다",
+        "hint_device": "결과를 입력과 같은 장치에 두고 반환하세요. .to(...), .cuda(), .cpu()를 빼거나, 새 텐서는 "
+                       "device=x.device로 만드세요.",
         "entries_differ": " (원소 {n}개 중 {count}개가 다름)",
         "differs_at": "{what}: 인덱스 {index}에서 다릅니다. 기대값 {expected}, 실제 값 {got}{tail}",
         "differs_scalar": "{what}: 값이 다릅니다(숫자 하나). 기대값 {expected}, 실제 값 {got}{tail}",

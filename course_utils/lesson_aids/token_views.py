@@ -79,6 +79,7 @@ def rollout_row(rollout: Rollout, row: int = 0, show_padding: bool = False) -> t
     """Prompt + response ids of one row and the mask over them (0 on the whole prompt).
     Left padding is left out unless ``show_padding``; positions after the first EOS are kept
     (they show why the mask, not the id, decides what is real)."""
+    row = _row_index(rollout, row)
     keep = slice(0, None) if show_padding else rollout.query_mask[row].bool().cpu()
     query = rollout.query_ids[row].cpu()[keep]
     ids = torch.cat([query, rollout.response_ids[row].cpu()])
@@ -86,8 +87,21 @@ def rollout_row(rollout: Rollout, row: int = 0, show_padding: bool = False) -> t
     return ids, mask
 
 
+def _row_index(rollout: Rollout, row) -> int:
+    """``row`` as a row number of ``rollout`` (a negative one counts from the end, as in Python), or
+    one message naming the rows there are."""
+    n = int(rollout.response_ids.shape[0])
+    if isinstance(row, bool) or not isinstance(row, int) and not (torch.is_tensor(row) and row.numel() == 1):
+        raise TypeError(f"row must be a row number, 0 to {n - 1}, got {row!r}")
+    row = int(row)
+    if not -n <= row < n:
+        raise IndexError(f"row {row} is not in this rollout: it has {n} row{'s' if n != 1 else ''}, 0 to {n - 1}")
+    return row % n
+
+
 def show_rollout(rollout: Rollout, tokenizer, row: int = 0, html: bool = False, show_padding: bool = False) -> str:
     """One rollout row (prompt and response) with its mask drawn over the tokens."""
+    row = _row_index(rollout, row)
     ids, mask = rollout_row(rollout, row, show_padding)
     status = "ended with EOS" if bool(rollout.ended_with_eos[row]) else "truncated (no EOS)"
     pads = int((rollout.query_mask[row] == 0).sum())

@@ -133,6 +133,11 @@ def clipping_view(cliprange: float, advantage: float, logprobs: torch.Tensor, ol
     if not 0 < cliprange < 1:
         raise ValueError(f"cliprange must be in (0, 1), got {cliprange}; the slider runs from 0.05 to 0.5")
     _finite_setting("advantage", advantage)
+    logprobs, old_logprobs = torch.as_tensor(logprobs), torch.as_tensor(old_logprobs)
+    if logprobs.shape != old_logprobs.shape or (mask is not None and torch.as_tensor(mask).shape != logprobs.shape):
+        shapes = [tuple(logprobs.shape), tuple(old_logprobs.shape)] + ([] if mask is None else [tuple(torch.as_tensor(mask).shape)])
+        raise ValueError(f"logprobs, old_logprobs{' and mask' if mask is not None else ''} must have one shape [B, T] "
+                         f"(one log-prob per token of the same responses), got {', '.join(map(str, shapes))}")
     m = _full_mask(logprobs, mask)
     advantages = torch.full_like(logprobs, float(advantage))
     _, clip_fraction = ppo_math.clipped_surrogate(logprobs, old_logprobs, advantages, m, cliprange)
@@ -265,6 +270,9 @@ def beta_view(beta: float, scores: torch.Tensor, logprobs: torch.Tensor, ref_log
     if scores.numel() == 0:
         raise ValueError("beta_view needs at least one response, got an empty batch")
     m = torch.as_tensor(mask).bool()
+    if labels is not None and len(labels) != scores.numel():
+        raise ValueError(f"labels name the responses: {scores.numel()} responses need {scores.numel()} labels, "
+                         f"got {len(labels)} (or leave labels out: 'response 0', 'response 1', ...)")
     non_score = ppo_math.masked_sum(ppo_math.kl_penalty_rewards(logprobs, ref_logprobs, m, beta), m, dim=1)
     shaped = ppo_math.masked_sum(ppo_math.shaped_rewards(scores, logprobs, ref_logprobs, m, beta), m, dim=1)
     kl = ppo_math.masked_sum(ppo_math.kl_estimate(logprobs, ref_logprobs, "k1", mask=m), m, dim=1)
@@ -428,9 +436,14 @@ def score_threshold_view(scores, passed, threshold: float):
 
     from course_utils.lesson_aids import reward_model_plots
 
-    s, y = np.asarray(scores, dtype=float), np.asarray(passed, dtype=bool)
+    from course_utils.lesson_aids.diagnostics import pass_flags
+
+    s, y = np.asarray(scores, dtype=float), np.asarray(pass_flags(passed, "passed"), dtype=bool)
     if s.size == 0:
         raise ValueError("score_threshold_view needs at least one scored answer, got none")
+    if y.shape != s.shape:
+        raise ValueError(f"scores and passed are one per answer: got {s.size} scores and {y.size} verdicts "
+                         "(score and check the same answers, in the same order)")
     bad = int((~np.isfinite(s)).sum())
     if bad:
         raise ValueError(f"{bad} of the {s.size} scores {'is' if bad == 1 else 'are'} NaN or inf, which no "

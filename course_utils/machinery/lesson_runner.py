@@ -189,7 +189,11 @@ def prepare_out(out: Path, resume: bool) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     if not resume or not earlier.is_file():
         return {}
-    return {e["lesson"]: e for e in json.loads(earlier.read_text(encoding="utf-8"))["lessons"]}
+    try:
+        return {e["lesson"]: e for e in json.loads(earlier.read_text(encoding="utf-8"))["lessons"]}
+    except (ValueError, KeyError, TypeError) as error:  # a report cut short or edited by hand
+        raise ValueError(f"{earlier} is not a lessons report this runner can read ({type(error).__name__}: {error}): "
+                         f"delete it (and run every lesson again), or run without --resume") from None
 
 
 def run(paths: list[Path], out: Path = DEFAULT_OUT, fast: bool = False, timeout: int = 3600,

@@ -183,6 +183,33 @@ def replaced_run(run_dir: str | os.PathLike) -> Path:
     return run_dir.parent / f".{run_dir.name}.replaced"
 
 
+@contextmanager
+def one_writer(run_dir: str | os.PathLike, fix: str):
+    """Hold ``run_dir``'s writer lock for the block: one process at a time trains into a run folder.
+    A second one (a second kernel running the same notebook cell) is refused at once, in one
+    ValueError that ends with ``fix``, before it moves or writes anything. The lock is a file beside
+    the folder (``.<name>.lock``, removed on release), so that a run moved aside by an overwrite keeps
+    no lock of its own. Where ``fcntl`` is missing (Windows) nothing is locked."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    run_dir = Path(run_dir)
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    path = run_dir.parent / f".{run_dir.name}.lock"
+    with open(path, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise ValueError(f"another process is training into {run_dir} right now (a second kernel running the "
+                             f"same cell?): {fix}") from None
+        try:
+            yield
+        finally:
+            path.unlink(missing_ok=True)  # still held: no other process can lock it before it is gone
+
+
 def move_run_aside(run_dir: str | os.PathLike, outputs=RUN_OUTPUTS) -> Path | None:
     """Empty ``run_dir`` of the run it holds before a new run starts there; returns the folder
     that keeps the old run (``replaced_run``) or None when there was none.

@@ -444,6 +444,8 @@ def build(out: Path = DEFAULT_OUT, names: list[str] | None = None, repo: str | N
     lessons = find_lessons(names)
     repo_url, ref = repository(repo)
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file; give a folder for the site, e.g. --out {out.parent / 'site'}")
     if out.exists() and any(out.iterdir()):
         if not (out / "assets" / "site.css").is_file():  # never empty a folder we did not write
             raise ValueError(f"{out} is not empty and holds no site built before; choose a new or empty folder")

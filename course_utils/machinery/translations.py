@@ -992,8 +992,12 @@ def lessons(notebooks_dir: Path = NOTEBOOKS_DIR, language: str = LANGUAGE, only=
     wanted = {Path(n).stem for n in only}
     unknown = wanted - {f.stem for f in files}
     if unknown:
-        raise ValueError(f"no translations file {folder / (sorted(unknown)[0] + '.yaml')}; "
-                         f"start one with `python -m course_utils translate --skeleton {sorted(unknown)[0]}`")
+        name = sorted(unknown)[0]
+        if not (Path(notebooks_dir) / f"{name}.ipynb").is_file():  # a misspelt lesson: no skeleton to start
+            known = ", ".join(p.stem for p in sorted(Path(notebooks_dir).glob("week*.ipynb")))
+            raise ValueError(f"no lesson {name!r}; lessons: {known}")
+        raise ValueError(f"no translations file {folder / (name + '.yaml')}; "
+                         f"start one with `python -m course_utils translate --skeleton {name}`")
     return [Lesson(f, Path(notebooks_dir) / f"{f.stem}.ipynb", output_dir(notebooks_dir, language) / f"{f.stem}.ipynb")
             for f in files if not wanted or f.stem in wanted]
 
