@@ -704,7 +704,10 @@ class PPOTrainer:
         """Put back what ``state_dict()`` saved: trainable weights, optimizer, scheduler, β,
         data position, logs, stop-rule streaks and the random-number generators. A checkpoint
         trained on other data, reward or model (``checkpoint.SAME_ON_RESUME``) is refused."""
-        if changes := checkpoint.check_resumed_config(state.get("config", {}), self.config.to_dict(), self.run_dir):
+        saved, now = state.get("config", {}), self.config.to_dict()
+        if saved.get("model", now["model"]) != now["model"] and same_model_folder(self.run_dir, now["model"]):
+            now["model"] = saved["model"]  # the same folder, named from another working folder (notebooks/ko/)
+        if changes := checkpoint.check_resumed_config(saved, now, self.run_dir):
             self.log(f"resuming with changed settings: {changes}")
         params = dict(self.policy.named_parameters())
         with torch.no_grad():

@@ -4,6 +4,7 @@ model it names is the same folder, found through the manifest's ``model_resolved
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -52,3 +53,26 @@ def test_a_finished_run_is_the_same_run_when_only_the_way_to_its_model_differs(t
     other.mkdir()
     with pytest.raises(ValueError, match="model '../runs/sft/model' -> '../../runs/other'"):
         check_same_run(run, PPOConfig(model="../../runs/other", output_dir=str(run.parent), run_name="week07"))
+
+
+def test_a_checkpoint_loads_when_only_the_way_to_its_model_differs(tmp_path, monkeypatch):
+    """Week 8 restores week 7's checkpoint from notebooks/ko/ when week 7 ran from notebooks/ (or the
+    reverse): the model path differs as a string, the folder is the same."""
+    import shutil
+
+    from course_utils.config import load_config
+    from course_utils.machinery import hub
+    from course_utils.trainer import PPOTrainer
+
+    model = tmp_path / "runs" / "tiny"
+    shutil.copytree(hub.resolve_model(hub.TINY_MODEL), model)
+    (tmp_path / "notebooks" / "ko").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "notebooks")
+    smoke = Path(__file__).resolve().parents[1] / "configs" / "smoke.yaml"
+    PPOTrainer(load_config(smoke, model="../runs/tiny", output_dir=str(tmp_path / "runs"), run_name="week07",
+                           total_updates=1, eval_every=1, eval_prompts=2, num_sample_prompts=2), quiet=True).train()
+    monkeypatch.chdir(tmp_path / "notebooks" / "ko")
+    config = read_run(tmp_path / "runs" / "week07").config
+    assert config["model"] == os.path.join("..", "..", "runs", "tiny")
+    inspector = PPOTrainer(PPOConfig(**config), quiet=True)
+    assert inspector.load_checkpoint() and inspector.update == 1
