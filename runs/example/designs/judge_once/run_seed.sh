@@ -14,14 +14,7 @@ S=${1:?usage: bash run_seed.sh SEED}
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false TRL_EXPERIMENTAL_SILENCE=1
 PY=${PY:-/work/main/.venv/bin/python}
 OUT=${OUT:-/tmp/d2_seed$S/out}
-# One timed run at a time (design 1's NOTES.md, seed 1): autogroup off where we may, this seed at nice -10.
-[ -w /proc/sys/kernel/sched_autogroup_enabled ] && echo 0 > /proc/sys/kernel/sched_autogroup_enabled
-renice -n -10 -p $$ >/dev/null 2>&1 || echo "note: could not raise this seed's priority (not root)"
-echo "autogroup $(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null || echo n/a), nice $(ps -o ni= -p $$)"
-echo "commit $(cat COMMIT 2>/dev/null || echo unknown)"; date -u; lscpu | grep -E "Model name"
-grep -o -w -E "avx2|avx512f|avx512_bf16|avx512_vnni|amx_bf16|fma" /proc/cpuinfo | sort -u | tr '\n' ' '; echo
-done_sft() { [ -f "$OUT/$1/metrics.json" ]; }
-done_ppo() { [ -f "$OUT/$1/summary.json" ]; }
+source "$(dirname "$0")/../timed_run.sh"  # autogroup off, nice -10, commit and host; done_sft, done_ppo
 TAUGHT="result_sum json_object comma_no_spaces yes_no_parity alphabetical_order count_words uppercase_word bracket_word"
 TWO="lowercase_word number_only"
 WARM=$OUT/d2_warm-seed$S/model

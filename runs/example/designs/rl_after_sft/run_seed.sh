@@ -13,16 +13,7 @@ S=${1:?usage: bash run_seed.sh SEED}
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false TRL_EXPERIMENTAL_SILENCE=1
 PY=${PY:-/work/main/.venv/bin/python}
 OUT=${OUT:-/tmp/d1_seed$S/out}
-# One timed run at a time: other work on the host must not take the CPU from it. Under autogroup
-# scheduling `nice` has no effect between sessions (NOTES.md, seed 1), so switch it off where we may,
-# and run this seed at nice -10 (its stages inherit it) so that work at nice 19 barely touches it.
-[ -w /proc/sys/kernel/sched_autogroup_enabled ] && echo 0 > /proc/sys/kernel/sched_autogroup_enabled
-renice -n -10 -p $$ >/dev/null 2>&1 || echo "note: could not raise this seed's priority (not root)"
-echo "autogroup $(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null || echo n/a), nice $(ps -o ni= -p $$)"
-echo "commit $(cat COMMIT 2>/dev/null || echo unknown)"; date -u; lscpu | grep -E "Model name"
-grep -o -w -E "avx2|avx512f|avx512_bf16|avx512_vnni|amx_bf16|fma" /proc/cpuinfo | sort -u | tr '\n' ' '; echo
-done_sft() { [ -f "$OUT/$1/metrics.json" ]; }
-done_ppo() { [ -f "$OUT/$1/summary.json" ]; }
+source "$(dirname "$0")/../timed_run.sh"  # autogroup off, nice -10, commit and host; done_sft, done_ppo
 measured() { [ -f "$OUT/$1/sampled_validation.json" ]; }
 TEACHER="--demos 400 --epochs 1000 --demo-noise 0.25 --demo-noise-style habit --demo-filter --self-samples 4 --resample-every 25"
 if ! done_sft d1_start-seed$S; then
