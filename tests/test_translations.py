@@ -440,8 +440,11 @@ def test_stamp_records_the_new_english_hash_of_the_named_cell_only(copied_lesson
 
 def test_bad_input_is_one_clear_error(copied_lesson):
     root, lesson = copied_lesson
-    with pytest.raises(ValueError, match="no translations file .*--skeleton"):
+    with pytest.raises(ValueError, match="no lesson 'week99_nothing'; lessons: "):  # a misspelt lesson
         tr.main(["--check", "--notebooks-dir", str(root), "week99_nothing"])
+    shutil.copy(lesson.english, root / "week98_untranslated.ipynb")  # a lesson with no translations file yet
+    with pytest.raises(ValueError, match="no translations file .*--skeleton week98_untranslated"):
+        tr.main(["--check", "--notebooks-dir", str(root), "week98_untranslated"])
     with pytest.raises(ValueError, match="exists already"):
         tr.main(["--skeleton", "--notebooks-dir", str(root), lesson.english.stem])
     lesson.translations_file.write_text("notebook: x\nlanguage: ko\ncells:\n  12345678:\n    source_sha256: ''\n"
