@@ -76,6 +76,7 @@ import io
 import json
 import re
 import shlex
+import subprocess
 import sys
 import tokenize
 import unicodedata
@@ -932,6 +933,39 @@ def _merge_glossary_cell(cell, language: str) -> None:
         output["data"] = {k: v for k, v in _display_data(obj).items() if k in output["data"]}
 
 
+def rerender_changed_quizzes(nb, before_nb=None) -> list[str]:
+    """Bring the stored output of every quiz cell of ``nb`` whose source changed since ``before_nb`` (the
+    same lesson as committed, its outputs those of its last execution) up to date, without a kernel;
+    with ``before_nb`` None, of every quiz cell (after a change to what ``lesson_aids.quiz`` prints).
+
+    A quiz shows only literals and f-strings; the f-strings' placeholders take the values the old output
+    shows (``shown_values`` of the old source), so a rewritten option or a key moved to another authored
+    label shows exactly what a kernel would show, in the same display order. A new placeholder, or a shown
+    value computed by the lesson, raises: that change needs the lesson re-executed. The widget view is
+    dropped (its model would show the old options); the text and HTML views remain, as in a translated
+    lesson, until the next execution stores a widget again. Returns the ids of the cells rendered again.
+    """
+    before = {cell.get("id"): cell for cell in (nb if before_nb is None else before_nb)["cells"]}
+    done = []
+    for cell in nb["cells"]:
+        old = before.get(cell.get("id"))
+        if not is_quiz_cell(cell) or old is None or \
+                (before_nb is not None and _text(old["source"]) == _text(cell["source"])):
+            continue
+        for output in cell.get("outputs", []):
+            if output.get("output_type") != "execute_result":
+                continue
+            shown = shown_values(_text(old["source"]), _text(output["data"].get("text/plain", "")))
+            obj = render_quiz(_text(cell["source"]), shown)
+            if obj is None:
+                raise ValueError(f"cell {cell['id']}: the new quiz shows a value its stored output does not (a new "
+                                 "placeholder, or a text the lesson computes); re-execute the lesson instead")
+            output["data"] = {k: v for k, v in _display_data(obj).items() if k in ("text/plain", "text/html")}
+        done.append(cell["id"])
+    _prune_widget_state(nb)
+    return done
+
+
 def merge(english_nb, t: Translations):
     """The translated notebook: ``english_nb`` (not changed) with the translations of ``t`` merged in.
 
@@ -1195,10 +1229,34 @@ def main(argv: list[str] | None = None) -> None:
                         "(default: of every entry with an empty hash) after updating their translations; "
                         "`--stamp README \"## Speed\"`: of README.ko.md's stamp for that section of README.md")
     parser.add_argument("--skeleton", action="store_true", help="start a translations file for the named lesson")
+    parser.add_argument("--rerender-quizzes", metavar="REV", default=None,
+                        help="for the named English lessons: render again, without a kernel, the output of each quiz "
+                        "cell whose source changed since git revision REV (e.g. HEAD), or with REV 'all' of every "
+                        "quiz cell (after a change to what lesson_aids.quiz prints); see rerender_changed_quizzes")
     parser.add_argument("--language", default=LANGUAGE)
     parser.add_argument("--notebooks-dir", type=Path, default=NOTEBOOKS_DIR, help=argparse.SUPPRESS)  # tests
     args = parser.parse_args(argv)
     where = {"notebooks_dir": args.notebooks_dir, "language": args.language}
+    if args.rerender_quizzes:
+        if not args.notebooks:
+            raise ValueError("name the English lessons, e.g. `translate --rerender-quizzes HEAD week07_ppo_run`")
+        for name in args.notebooks:
+            path = args.notebooks_dir / f"{name}.ipynb"
+            if not path.is_file():
+                raise ValueError(f"no lesson {path}; lessons: {' '.join(p.stem for p in sorted(args.notebooks_dir.glob('week*.ipynb')))}")
+            nb = json.loads(path.read_text(encoding="utf-8"))
+            if args.rerender_quizzes == "all":
+                done = rerender_changed_quizzes(nb)
+            else:
+                relative = path.resolve().relative_to(README.parent)
+                committed = subprocess.run(["git", "-C", str(README.parent), "show",
+                                            f"{args.rerender_quizzes}:{relative}"], capture_output=True, text=True)
+                if committed.returncode:
+                    raise ValueError(f"git has no {relative} at {args.rerender_quizzes}: {committed.stderr.strip()}")
+                done = rerender_changed_quizzes(nb, json.loads(committed.stdout))
+            path.write_text(notebook_text(nb), encoding="utf-8")
+            print(f"{name}: {len(done)} quiz cell(s) rendered again: {' '.join(done) or '-'}")
+        return
     if args.stamp and args.notebooks[:1] == ["README"]:
         text, headings = stamp_readme(README.read_text(encoding="utf-8"), README_KO.read_text(encoding="utf-8"),
                                       args.notebooks[1:])
