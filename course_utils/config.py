@@ -93,6 +93,12 @@ class PPOConfig:
     responses whose raw scores are all equal (all pass or all fail; ``ppo_math.mixed_groups``): no
     gradient from them, and the advantages are whitened over the other groups only. An update whose
     groups are all uniform takes no step (``rows_trained`` 0 in its metrics). Needs samples_per_prompt >= 2."""
+    positive_only: bool = False
+    """RAFT++ inside the trainer (design 1's arm D, Xiong et al. 2025): the advantage of every token
+    of an answer the checker passes is 1, of a failing answer 0 (``ppo_math.positive_only_advantages``):
+    the clipped ratio then only raises what passed, and no negative sample pushes anything down. Needs
+    reward "checker_binary" and the parts that would add a baseline or a penalty switched off
+    (kl_coef 0, vf_coef 0, whiten_advantages false, group_baseline false, drop_uniform_groups false)."""
     prompt_sampling: str = "shuffled"
     """How training prompts are drawn: "shuffled" (every prompt once per pass, in a seeded order)
     or "success_variance" (families drawn with weight p(1-p) + family_weight_floor, p the family's
@@ -314,6 +320,15 @@ def value_problems(config: PPOConfig) -> list[str]:
          "drop_uniform_groups needs samples_per_prompt >= 2 (a group is the responses to one prompt)")
     need(not config.group_baseline or config.samples_per_prompt >= 2,
          "group_baseline needs samples_per_prompt >= 2 (the other responses to the same prompt are the baseline)")
+    if config.positive_only:
+        extra = {"kl_coef": config.kl_coef != 0, "vf_coef": config.vf_coef != 0, "adaptive_kl": config.adaptive_kl,
+                 "whiten_advantages": config.whiten_advantages, "group_baseline": config.group_baseline,
+                 "drop_uniform_groups": config.drop_uniform_groups}
+        need(config.reward == "checker_binary",
+             f'positive_only needs reward "checker_binary" (a pass is a score of 1), got reward {config.reward!r}')
+        need(not any(extra.values()), "positive_only sets the advantage itself (1 for a pass, 0 otherwise); switch "
+             f"off {', '.join(k for k, on in extra.items() if on)} (kl_coef=0 vf_coef=0 whiten_advantages=false "
+             "adaptive_kl=false group_baseline=false drop_uniform_groups=false)")
     need(config.cliprange > 0, f"cliprange must be > 0 (PPO's epsilon, e.g. 0.2), got {config.cliprange}")
     need(config.cliprange_value > 0, f"cliprange_value must be > 0, got {config.cliprange_value}")
     need(config.kl_estimator in KL_ESTIMATORS,

@@ -558,6 +558,22 @@ def mixed_groups(scores: torch.Tensor, group_size: int) -> torch.Tensor:
     return (~uniform).repeat_interleave(group_size)
 
 
+def positive_only_advantages(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The advantage of RAFT++ (Xiong et al. 2025) on every token: 1 for an answer that passed, 0 for
+    one that failed, no baseline,
+
+        A_{i,t} = 1[score_i > 0] · mask_{i,t}
+
+    With the clipped surrogate this raises the probability of passing answers only (as filtered SFT
+    does, with PPO's importance ratio and clip); a failing answer contributes no gradient. A score
+    above 0 is a pass: the binary checker gives 1 or 0. Shapes: ``scores [B]``, ``mask [B, T]`` ->
+    ``[B, T]`` (the mask's dtype)."""
+    if scores.dim() != 1 or mask.dim() != 2 or scores.shape[0] != mask.shape[0]:
+        raise ValueError(f"positive_only_advantages needs scores [B] and mask [B, T], got {tuple(scores.shape)} "
+                         f"and {tuple(mask.shape)}")
+    return (scores > 0).to(mask.dtype)[:, None] * mask
+
+
 def group_normalized_advantages(scores: torch.Tensor, group_size: int, scale: bool = True,
                                 eps: float = 1e-4) -> torch.Tensor:
     """GRPO's advantage (Shao et al. 2024; TRL's ``GRPOTrainer``): each score against its own

@@ -122,6 +122,8 @@ def prepare_batch(bundle, records: list, sampling, reward, kl_coef: float, confi
     whiten_over = mask if trained is None else mask * trained[:, None].to(mask.dtype)
     advantages = pm.masked_whiten(raw_advantages, whiten_over) \
         if config.whiten_advantages and whiten_over.any() else raw_advantages
+    if config.positive_only:  # RAFT++ (design 1's arm D): 1 on every token of a pass, 0 elsewhere
+        advantages = pm.positive_only_advantages(raw_scores, mask)
     timings = {"rollout_s": t_rollout - t_start, "advantage_s": time.perf_counter() - t_rollout}
     return RolloutBatch(records=list(records), rollout=rollout, raw_scores=raw_scores, kl_coef=kl_coef,
                         kl_per_token=kl_per_token, non_score_rewards=non_score_rewards, rewards=rewards,
