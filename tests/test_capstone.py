@@ -221,7 +221,7 @@ def test_noise_crossing_brackets_the_first_level_where_the_rising_arm_catches_up
 
 
 def test_the_sign_test_counts_lopsided_splits_both_ways():
-    assert capstone.sign_test(9, 0) == pytest.approx(2 / 2 ** 9)  # the cross-level headline of design (f)
+    assert capstone.sign_test(9, 0) == pytest.approx(2 / 2 ** 9)  # what 9 independent seeds would give
     assert capstone.sign_test(0, 9) == capstone.sign_test(9, 0)
     assert capstone.sign_test(3, 0) == pytest.approx(0.25)  # one level's three seeds can never reach 5%
     assert capstone.sign_test(11, 1) == pytest.approx(2 * 13 / 2 ** 12)  # C(12,0) + C(12,1) = 13
@@ -230,14 +230,25 @@ def test_the_sign_test_counts_lopsided_splits_both_ways():
         capstone.sign_test(-1, 3)
 
 
-def test_pooled_signs_add_the_seeds_of_several_paired_comparisons():
-    levels = [capstone.compare([50.0, 52.0, 49.0], [60.0, 61.0, 62.0]),  # behind in 3 of 3
-              capstone.compare([50.0, 52.0, 49.0], [50.0, 61.0, 40.0])]  # level, behind, ahead
-    pooled = capstone.pooled_signs(levels)
-    assert (pooled["positive"], pooled["negative"], pooled["ties"], pooled["n"]) == (1, 4, 1, 6)
-    assert pooled["p_value"] == pytest.approx(capstone.sign_test(1, 4))
-    with pytest.raises(ValueError, match="paired"):
-        capstone.pooled_signs([capstone.compare([1.0, 2.0, 3.0], [1.0])])
+def test_pooled_over_levels_takes_the_seed_as_the_unit():
+    """Two levels of three seeds: the per-seed means of the differences go through the paired interval
+    (n = 3 seeds, not 6 pairs); the (level, seed) pairs are only counted."""
+    pooled = capstone.pooled_over_levels([([50.0, 52.0, 49.0], [60.0, 61.0, 62.0]),   # behind in 3 of 3
+                                          ([50.0, 52.0, 49.0], [50.0, 61.0, 40.0])])  # level, behind, ahead
+    assert (pooled["ahead"], pooled["behind"], pooled["tied"], pooled["pairs"]) == (1, 4, 1, 6)
+    assert (pooled["levels"], pooled["seeds"]) == (2, 3)
+    by_seed = pooled["by_seed"]
+    per_seed = [(-10 + 0) / 2, (-9 - 9) / 2, (-13 + 9) / 2]  # a plain loop over the seeds
+    mean = sum(per_seed) / 3
+    sd = (sum((d - mean) ** 2 for d in per_seed) / 2) ** 0.5
+    assert by_seed.paired and by_seed.n == 3 and by_seed.df == 2
+    assert by_seed.difference == pytest.approx(mean) and by_seed.se == pytest.approx(sd / 3 ** 0.5)
+    assert (by_seed.positive, by_seed.negative) == (0, 3)
+    assert by_seed.high == pytest.approx(mean + 4.302653 * sd / 3 ** 0.5, rel=1e-5)
+    with pytest.raises(ValueError, match="same seeds"):
+        capstone.pooled_over_levels([([1.0, 2.0, 3.0], [1.0])])
+    with pytest.raises(ValueError, match="same seeds"):
+        capstone.pooled_over_levels([([1.0, 2.0], [1.0, 2.0]), ([1.0, 2.0, 3.0], [1.0, 2.0, 3.0])])
 
 
 def test_ppo_step_sizes_read_the_kl_penalty_and_the_clip_fraction_of_a_run(tmp_path):

@@ -179,21 +179,26 @@ def test_the_old_two_standard_error_rule_gives_other_verdicts():
             assert abs(result.difference) > 2 * result.se and result.low < 0 < result.high
 
 
-def test_the_pooled_direction_statements_of_section_4():
-    """The lesson's "behind in 9 of 9 seed pairs (p = 0.004)" and "11 of 12 (p = 0.006)": sign tests on the
-    seeds of all noisy levels (filtered SFT) and of all four levels (the learned reward model)."""
-    filtered = capstone.pooled_signs([capstone.compare(*f("sft_ppo_checker", "sft_filtered", r)[:2])
-                                      for r in capstone.NOISE_RATES])
-    assert (filtered["negative"], filtered["n"]) == (9, 9)
-    assert filtered["p_value"] == pytest.approx(2 / 2 ** 9)
-    judge = capstone.pooled_signs([capstone.compare(*f("sft_ppo_learned_rm", "sft_ppo_checker", r)[:2])
-                                   for r in (0.0, *capstone.NOISE_RATES)])
-    assert (judge["negative"], judge["n"]) == (11, 12)
+def test_the_levels_together_take_the_seed_as_the_unit():
+    """Section 4's lines for the noisy levels together. A seed's levels share its data and its demonstrations,
+    so the (level, seed) pairs (9 of 9, 11 of 12) are only counted; the verdict comes from each seed's difference
+    averaged over the levels, by the interval rule on 3 seeds (2 degrees of freedom). The old pooled sign test over
+    the pairs ("p = 0.004", each seed counted once per level) is gone from the lesson."""
+    filtered = capstone.pooled_over_levels([f("sft_ppo_checker", "sft_filtered", r)[:2] for r in capstone.NOISE_RATES])
+    assert (filtered["behind"], filtered["pairs"], filtered["seeds"]) == (9, 9, 3)
+    assert filtered["by_seed"].df == 2
+    assert filtered["by_seed"].verdict("PPO (checker)", "filtered SFT") == "filtered SFT ahead"
+    judge = capstone.pooled_over_levels([f("sft_ppo_learned_rm", "sft_ppo_checker", r)[:2]
+                                         for r in (0.0, *capstone.NOISE_RATES)])
+    assert (judge["behind"], judge["pairs"]) == (11, 12)
+    assert judge["by_seed"].verdict("PPO (learned RM)", "PPO (checker)") == "level within noise"
     prose, printed = markdown_text(), stored_text()
-    for pooled in (filtered, judge):
-        assert f"behind in {pooled['negative']}, tied in {pooled['ties']} of {pooled['n']} seed pairs " \
-               f"(sign test p = {pooled['p_value']:.3f})" in printed
-    assert "behind in 9 of 9 seed pairs" in prose and "p = 0.004" in prose and "11 of 12 seed pairs" in prose
+    for pooled, a, b in ((filtered, "PPO (checker)", "filtered SFT"), (judge, "PPO (learned RM)", "PPO (checker)")):
+        assert (f"behind in {pooled['behind']}, ahead in {pooled['ahead']}, tied in {pooled['tied']} of the "
+                f"{pooled['pairs']} (level, seed) pairs; averaged over the levels within each seed: "
+                f"{pooled['by_seed'].sentence(a, b)}") in printed
+    assert "9 of 9 (level, seed) pairs" in prose and "11 of the 12 (level, seed) pairs" in prose
+    assert "p = 0.004" not in prose and "p = 0.006" not in prose and "sign test p" not in printed
 
 
 def test_section_5_kl_is_lower_for_ppo_and_the_target_effect_lies_inside_the_forgetting_interval():

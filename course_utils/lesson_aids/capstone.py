@@ -281,16 +281,40 @@ def sign_test(positive: int, negative: int) -> float:
     return min(1.0, 2 * tail)
 
 
-def pooled_signs(comparisons: Sequence[Comparison]) -> dict:
-    """The sign counts of several paired comparisons (one per noise level, say) added up: seeds
-    where A was ahead, behind and level, and ``sign_test``'s p over them. Each level's interval
-    still speaks for that level alone; the pooled count asks only whether the direction holds."""
-    if not comparisons or not all(c.paired for c in comparisons):
-        raise ValueError("pooled_signs needs paired comparisons (the same seeds in both arms)")
-    positive = sum(c.positive for c in comparisons)
-    negative = sum(c.negative for c in comparisons)
-    return {"positive": positive, "negative": negative, "ties": sum(c.ties for c in comparisons),
-            "n": sum(c.n for c in comparisons), "p_value": sign_test(positive, negative)}
+def pooled_over_levels(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], level: float = 0.95) -> dict:
+    """A − B over several levels of one design (its noise levels, say) whose levels ran on the same seeds.
+
+    The levels of one seed are not independent draws: they share the seed's data order, its prompts and
+    (design (f)) its corrupted demonstrations, a higher rate only adding wrong rows to a lower one's. So
+    the independent units are the seeds, not the (level, seed) pairs, and a sign test over those pairs
+    (9 of 9, "p = 0.004") would count each seed three times. Here each seed's difference is averaged over
+    the levels,
+
+        d_s = 1/L · Σ_l (A_{l,s} − B_{l,s}),
+
+    and the d_s are read by the interval rule (``compare`` on the per-seed means: paired, n − 1 degrees
+    of freedom, the sign count over seeds; with 3 seeds a sign test alone cannot go below p = 0.25).
+    The (level, seed) pairs where A was ahead, behind or level are counted too, as a description of the
+    direction, never as a test. ``pairs``: one (A's values, B's values) per level, per seed, the seeds
+    in the same order at every level.
+
+    Returns ``{"by_seed": Comparison, "ahead": int, "behind": int, "tied": int, "pairs": int,
+    "levels": L, "seeds": S}``.
+    """
+    arrays = [(np.asarray(a, dtype=float), np.asarray(b, dtype=float)) for a, b in pairs]
+    seeds = {a.size for a, b in arrays} | {b.size for a, b in arrays}
+    if not arrays or len(seeds) != 1 or seeds == {1}:
+        raise ValueError("pooled_over_levels needs, at every level, both arms on the same seeds (two or more), "
+                         f"got sizes {[(a.size, b.size) for a, b in arrays]}")
+    differences = np.stack([a - b for a, b in arrays])  # [L, S]
+    if not np.isfinite(differences).all():
+        raise ValueError("pooled_over_levels: a level has a seed without a number (NaN or inf); leave that seed "
+                         "out of every level")
+    mean_a = np.mean([a for a, _ in arrays], axis=0)
+    mean_b = np.mean([b for _, b in arrays], axis=0)
+    return {"by_seed": compare(mean_a, mean_b, level), "ahead": int((differences > 0).sum()),
+            "behind": int((differences < 0).sum()), "tied": int((differences == 0).sum()),
+            "pairs": int(differences.size), "levels": len(arrays), "seeds": seeds.pop()}
 
 
 def ppo_step_sizes(run: Path, window: int = 10) -> dict:
