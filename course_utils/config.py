@@ -299,6 +299,24 @@ class PPOConfig:
         return field_docs(cls)
 
 
+def positive_only_problems(config) -> list[str]:
+    """What keeps ``positive_only`` (RAFT++'s advantage, 1 for a pass and 0 otherwise) from being that
+    advantage alone: a reward that is not pass/fail, or a part that adds a baseline or a penalty."""
+    if not config.positive_only:
+        return []
+    problems = []
+    if config.reward != "checker_binary":
+        problems.append(f'positive_only needs reward "checker_binary" (a pass is a score of 1), got reward {config.reward!r}')
+    extra = {"kl_coef": config.kl_coef != 0, "vf_coef": config.vf_coef != 0, "adaptive_kl": config.adaptive_kl,
+             "whiten_advantages": config.whiten_advantages, "group_baseline": config.group_baseline,
+             "drop_uniform_groups": config.drop_uniform_groups}
+    if any(extra.values()):
+        problems.append("positive_only sets the advantage itself (1 for a pass, 0 otherwise); switch off "
+                        f"{', '.join(k for k, on in extra.items() if on)} (kl_coef=0 vf_coef=0 whiten_advantages=false "
+                        "adaptive_kl=false group_baseline=false drop_uniform_groups=false)")
+    return problems
+
+
 def value_problems(config: PPOConfig) -> list[str]:
     """Each field's own range and the fields that must agree (batch size and its splits, the
     reward and what it needs), one message per problem naming the field and the fix."""
@@ -320,15 +338,6 @@ def value_problems(config: PPOConfig) -> list[str]:
          "drop_uniform_groups needs samples_per_prompt >= 2 (a group is the responses to one prompt)")
     need(not config.group_baseline or config.samples_per_prompt >= 2,
          "group_baseline needs samples_per_prompt >= 2 (the other responses to the same prompt are the baseline)")
-    if config.positive_only:
-        extra = {"kl_coef": config.kl_coef != 0, "vf_coef": config.vf_coef != 0, "adaptive_kl": config.adaptive_kl,
-                 "whiten_advantages": config.whiten_advantages, "group_baseline": config.group_baseline,
-                 "drop_uniform_groups": config.drop_uniform_groups}
-        need(config.reward == "checker_binary",
-             f'positive_only needs reward "checker_binary" (a pass is a score of 1), got reward {config.reward!r}')
-        need(not any(extra.values()), "positive_only sets the advantage itself (1 for a pass, 0 otherwise); switch "
-             f"off {', '.join(k for k, on in extra.items() if on)} (kl_coef=0 vf_coef=0 whiten_advantages=false "
-             "adaptive_kl=false group_baseline=false drop_uniform_groups=false)")
     need(config.cliprange > 0, f"cliprange must be > 0 (PPO's epsilon, e.g. 0.2), got {config.cliprange}")
     need(config.cliprange_value > 0, f"cliprange_value must be > 0, got {config.cliprange_value}")
     need(config.kl_estimator in KL_ESTIMATORS,
@@ -369,7 +378,7 @@ def value_problems(config: PPOConfig) -> list[str]:
     need(not config.checker_noise or config.reward == "checker_binary",
          f'checker_noise needs reward "checker_binary" (a judge passes or fails), got reward {config.reward!r}')
     need(config.missing_eos_penalty >= 0, f"missing_eos_penalty must be >= 0 (0 = off), got {config.missing_eos_penalty}")
-    return problems
+    return problems + positive_only_problems(config)
 
 
 def fast_path_problems(config: PPOConfig) -> list[str]:
