@@ -911,7 +911,9 @@ class FixedKLController:
 
 
 class AdaptiveKLController:
-    """The proportional controller of Ziegler et al. (2019) that steers the KL towards a target.
+    """The proportional controller of Ziegler et al. (2019) that steers the KL towards a target, in
+    the form of their released code (openai/lm-human-preferences, ``AdaptiveKLController``; the paper
+    writes the step as K_β; OpenRLHF, verl and TRL before its PPO rewrite carry the same code).
 
     After each update that observed a KL of ``current_kl`` (per response, in nats) over
     ``n_steps`` episodes:

@@ -57,3 +57,43 @@ def test_a_failing_process_is_reported_in_one_line():
         ddp_gradient_gaps(world_size=2, reduce=reduction_that_fails_)
     message = str(error.value)
     assert "\n" not in message and "ValueError: no reduction here" in message, message
+
+
+def reduction_that_aborts_(tensors: list[torch.Tensor]) -> None:
+    """A process killed by a signal before it saves anything: no Python traceback, only stderr."""
+    import os
+    import sys
+
+    print("simulated crash before saving", file=sys.stderr, flush=True)
+    os.abort()
+
+
+def test_a_process_killed_by_a_signal_is_reported_with_its_last_stderr_line():
+    with pytest.raises(RuntimeError) as error:
+        ddp_gradient_gaps(world_size=2, reduce=reduction_that_aborts_)
+    message = str(error.value)
+    assert "\n" not in message and "SIGABRT" in message, message
+    assert "simulated crash before saving" in message, message
+
+
+def mean_then_abort_at_exit_(tensors: list[torch.Tensor]) -> None:
+    """The right average, then an abort when the process exits: what gloo's sockets closing at
+    teardown can do, after every gradient is saved."""
+    import atexit
+    import os
+    import sys
+
+    from course_utils.machinery.distributed import all_reduce_mean_
+
+    all_reduce_mean_(tensors)
+    atexit.register(lambda: (print("simulated abort at exit", file=sys.stderr, flush=True), os.abort()))
+
+
+def test_an_abort_after_every_gradient_is_saved_is_reported_not_raised():
+    gaps = ddp_gradient_gaps(world_size=2, reduce=mean_then_abort_at_exit_)
+    assert "SIGABRT" in gaps["teardown"] and "simulated abort at exit" in gaps["teardown"], gaps
+    assert gaps["all_reduce_vs_ddp"] <= TOLERANCE and gaps["ddp_vs_one_process"] <= TOLERANCE, gaps
+
+
+def test_a_clean_run_reports_no_teardown_problem(gaps):
+    assert gaps["teardown"] is None, gaps

@@ -461,6 +461,20 @@ def test_the_rules_catch_the_tells():
     assert words("온도로 나눕니다") & words("온도가 다릅니다")
 
 
+def test_the_multi_select_usage_example_is_never_a_key():
+    """The "Answer in code" line shows an example response; were it a key, it would give the answer away.
+    A contiguous block of two is never a key (the contiguous rule below) while a question has more options."""
+    from course_utils.lesson_aids.quiz import PHRASES
+
+    for language, phrases in PHRASES.items():
+        lists = re.findall(r"check\(\[([^\]]*)\]\)", phrases["usage_many"])
+        strings = re.findall(r"check\('([a-z, ]+)'\)", phrases["usage_many"])
+        examples = {tuple(re.findall(r"[a-z]", lst)) for lst in lists} | {tuple(re.findall(r"[a-z]", t)) for t in strings}
+        assert examples == {("a", "b")}, (language, phrases["usage_many"])
+    assert all(len(q.options) > 2 for q in MULTI), [q.id for q in MULTI if len(q.options) <= 2]
+    assert contiguous(_q({"a": "x", "b": "y", "c": "z"}, ("a", "b"), kind="MultiSelect"))
+
+
 # ---------------------------------------------------------------------------------------------------
 # The rules, on every quiz of both editions
 

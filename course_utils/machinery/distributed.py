@@ -210,7 +210,11 @@ def _flat_grad(model: torch.nn.Module) -> torch.Tensor:
 
 def _ddp_gradients_worker(rank: int, world_size: int, port: int, out_dir: str, reduce) -> None:
     """One process of ``ddp_gradient_gaps`` (module level, so that spawn can start it): join the gloo
-    group through ``make_accelerator`` as under torchrun, take this rank's rows, save three gradients."""
+    group through ``make_accelerator`` as under torchrun, take this rank's rows, save three gradients.
+    Its stderr goes to ``rank{rank}.err`` in ``out_dir``: a process killed by a signal raises no Python
+    exception, and the last line it printed (gloo's or the C++ runtime's message) is all there is to quote."""
+    stderr = open(Path(out_dir) / f"rank{rank}.err", "w")
+    os.dup2(stderr.fileno(), 2)
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size),
                       LOCAL_WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     names = [name for _, name in socket.if_nameindex()] if hasattr(socket, "if_nameindex") else []
@@ -229,10 +233,11 @@ def _ddp_gradients_worker(rank: int, world_size: int, port: int, out_dir: str, r
         reduce([p.grad for p in model.parameters()])  # (a) our all-reduce, in place
         ddp = accelerator.prepare_model(_check_model_and_batch()[0])  # (b) the trainer's DDP wrapper
         accelerator.backward(torch.nn.functional.mse_loss(ddp(x), y))  # DDP averages during this backward
+        partial = Path(out_dir) / f"rank{rank}.pt.partial"  # renamed once whole: a file there is complete
         torch.save({"local": local, "all_reduce": _flat_grad(model), "ddp": _flat_grad(ddp),
                     "engine": accelerator.distributed_type.value,
-                    "is_ddp": isinstance(ddp, torch.nn.parallel.DistributedDataParallel)},
-                   Path(out_dir) / f"rank{rank}.pt")
+                    "is_ddp": isinstance(ddp, torch.nn.parallel.DistributedDataParallel)}, partial)
+        partial.rename(Path(out_dir) / f"rank{rank}.pt")
         torch.distributed.barrier()
     finally:
         torch.distributed.destroy_process_group()
@@ -256,8 +261,11 @@ def ddp_gradient_gaps(world_size: int = 2, reduce=all_reduce_mean_, timeout: flo
     ``all_reduce_vs_ddp``, ``all_reduce_vs_one_process``, ``ddp_vs_one_process``, and
     ``local_vs_one_process`` (one process's gradient before any averaging: what the average fixes);
     with ``world_size``, ``engine`` (accelerate's distributed type in the processes), ``ddp`` (the
-    prepared model was a DDP module) and ``wall_s``. Raises a one-line ``RuntimeError`` if a process
-    fails or the processes do not finish within ``timeout`` seconds.
+    prepared model was a DDP module), ``wall_s`` and ``teardown``: None, or how a process ended
+    badly after every process had saved its gradients (gloo's sockets closing at exit can abort a
+    process; the gradients compared are whole, so this is reported, not raised). Raises a one-line
+    ``RuntimeError`` if a process fails before all gradients are saved, quoting its exception or the
+    last line it wrote to stderr, or if the processes do not finish within ``timeout`` seconds.
     """
     if world_size < 2 or _CHECK_ROWS % world_size:
         raise ValueError(f"world_size must be at least 2 and divide the batch's {_CHECK_ROWS} rows; got {world_size}")
@@ -268,22 +276,26 @@ def ddp_gradient_gaps(world_size: int = 2, reduce=all_reduce_mean_, timeout: flo
     from torch.multiprocessing.spawn import ProcessException
 
     start = time.perf_counter()
+    teardown = None
     with tempfile.TemporaryDirectory(prefix="ddp-gradients-") as out_dir:
+        results = [Path(out_dir) / f"rank{r}.pt" for r in range(world_size)]
         context = mp.start_processes(_ddp_gradients_worker, args=(world_size, free_port(), out_dir, reduce),
                                      nprocs=world_size, join=False, start_method="spawn")
         try:
             while not context.join(timeout=max(timeout - (time.perf_counter() - start), 0.1)):
                 if time.perf_counter() - start > timeout:
                     raise RuntimeError(f"the {world_size} DDP check processes did not finish within {timeout:.0f} s")
-        except ProcessException as error:  # a raised exception carries the process's traceback: keep its last line
-            last = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
-            raise RuntimeError(f"the DDP check failed in process {error.error_index}: {last}") from None
+        except ProcessException as error:
+            how = _how_it_failed(error, Path(out_dir) / f"rank{error.error_index}.err")
+            if not all(path.exists() for path in results):
+                raise RuntimeError(f"the DDP check failed in process {error.error_index}: {how}") from None
+            teardown = f"process {error.error_index} after saving its gradients: {how}"
         finally:
             for process in context.processes:
                 if process.is_alive():
                     process.terminate()
                     process.join(5)
-        ranks = [torch.load(Path(out_dir) / f"rank{r}.pt") for r in range(world_size)]
+        ranks = [torch.load(path) for path in results]
     model, x, y = _check_model_and_batch()
     torch.nn.functional.mse_loss(model(x), y).backward()
     one = _flat_grad(model)
@@ -294,4 +306,17 @@ def ddp_gradient_gaps(world_size: int = 2, reduce=all_reduce_mean_, timeout: flo
     return {"all_reduce_vs_ddp": gap("all_reduce", "ddp"), "all_reduce_vs_one_process": gap("all_reduce"),
             "ddp_vs_one_process": gap("ddp"), "local_vs_one_process": gap("local"), "world_size": world_size,
             "engine": ranks[0]["engine"], "ddp": all(r["is_ddp"] for r in ranks),
-            "wall_s": time.perf_counter() - start}
+            "wall_s": time.perf_counter() - start, "teardown": teardown}
+
+
+def _how_it_failed(error, stderr_file: Path) -> str:
+    """One line on a failed check process: the last line of a raised exception's traceback; for a
+    process killed by a signal, which signal and the last line it wrote to stderr."""
+    message = str(error).strip()
+    last = message.splitlines()[-1] if message else type(error).__name__
+    if getattr(error, "signal_name", None):  # a ProcessExitedException: no Python traceback to quote
+        printed = [line.strip() for line in stderr_file.read_text(errors="replace").splitlines()
+                   if line.strip()] if stderr_file.exists() else []
+        if printed:
+            last += f" (its last line on stderr: {printed[-1]})"
+    return last
