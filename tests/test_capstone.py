@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
@@ -44,7 +45,7 @@ def test_coverage_points_and_their_verdicts():
     assert [p["coverage"] for p in points] == [0, 80, 100]
     assert points[1]["sft"] == [60.0, 62.0, 61.0]  # "all": every test prompt
     verdicts = [capstone.verdict(p) for p in points]
-    assert "PPO ahead" in verdicts[0] and "unpaired (Welch)" in verdicts[0]
+    assert "PPO ahead" in verdicts[0] and "unpaired, one run against 3 seeds" in verdicts[0]
     assert "SFT ahead" in verdicts[1] and "paired by seed" in verdicts[1]  # -5.0 +- 0.0 paired
     assert "SFT ahead" in verdicts[2] and "PPO ahead in 0 of 3 seeds" in verdicts[2]
     # At 0% no demonstration exists: the "SFT" there is the untrained instruct model, and it is named so.
@@ -101,7 +102,12 @@ def test_beyond_two_standard_errors_is_not_ahead_with_three_seeds():
 
 def test_unpaired_arms_use_welch_and_single_runs_give_no_interval():
     result = capstone.compare([20.0, 15.0, 13.0], [5.0])
-    assert not result.paired and result.df == pytest.approx(2.0) and "unpaired (Welch)" in result.sentence()
+    assert not result.paired and result.df == pytest.approx(2.0) and "one run against 3 seeds" in result.sentence()
+    # one run on one side: Welch reduces to a one-sample t on the seeds against that run as a constant
+    seeds = np.array([20.0, 15.0, 13.0])
+    one_sample_half = 4.3027 * seeds.std(ddof=1) / np.sqrt(3)
+    assert result.high - result.difference == pytest.approx(one_sample_half, rel=1e-4)
+    assert "unpaired (Welch)" in capstone.compare([1.0, 2.0, 4.0], [3.0, 3.5]).sentence()
     assert capstone.compare([20.0], [5.0]).verdict() == "no interval (a single run on each side)"
     # Welch-Satterthwaite against a direct computation
     a, b = [1.0, 2.0, 4.0, 7.0], [3.0, 3.5]
@@ -358,6 +364,21 @@ def test_the_retention_legend_sits_under_the_axes():
     ax = fig.axes[0]
     legend = ax.get_legend().get_window_extent(canvas.get_renderer())
     assert legend.y1 <= ax.get_window_extent(canvas.get_renderer()).y0
+
+
+def test_the_crossover_and_coverage_legends_sit_under_the_axes():
+    """A cold read found the crossover legend over two error bars and the coverage labels over its note."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    levels = {"sft_full": {0.25: [60, 62], 0.75: [16, 26]}, "sft_ppo_checker": {0.75: [45, 49]},
+              "sft_filtered": {0.25: [90, 95], 0.75: [70, 80]}}
+    for fig in (capstone.plot_noise_crossover(levels), capstone.plot_coverage(capstone.demo_coverage_points(measurements(True)))):
+        renderer = FigureCanvasAgg(fig).get_renderer()
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        legend = ax.get_legend().get_window_extent(renderer)
+        assert legend.y1 <= ax.get_window_extent(renderer).y0 and legend.y0 >= 0
+        assert not ax.texts or all(t.get_text() in (capstone.NO_SFT_NAME, capstone.OTHER_PPO_NAME) for t in ax.texts)
 
 
 def test_interval_half_width_is_t_times_the_standard_error_and_sentences_never_print_minus_zero():

@@ -173,7 +173,9 @@ class Comparison:
         mean ± SE = d̄ ± s_d / √n,     interval = d̄ ± t_{(1+level)/2, n−1} · SE
 
     plus the sign count (seeds where A was ahead, behind, level). Unpaired (different seeds, or a
-    single run on one side), Welch's interval with the Welch–Satterthwaite degrees of freedom.
+    single run on one side), Welch's interval with the Welch–Satterthwaite degrees of freedom; with one
+    run on one side that is a one-sample t-interval on the other arm's seeds against that run taken as a
+    constant (its own sampling noise is not counted, so the interval is too narrow by that much).
     "A ahead" only when the whole interval is above 0, "B ahead" only when it is below; otherwise
     "level within noise". With three seeds t = 4.30: "beyond two standard errors" is not enough."""
 
@@ -189,10 +191,16 @@ class Comparison:
     ties: int
     paired: bool
     level: float = 0.95
+    one_run: bool = False  # unpaired, with a single run on one side
 
     @property
     def how(self) -> str:
-        return f"paired by seed, n = {self.n}" if self.paired else "unpaired (Welch)"
+        if self.paired:
+            return f"paired by seed, n = {self.n}"
+        if self.one_run:
+            return (f"unpaired, one run against {self.n} seeds: a one-sample t on the seeds, "
+                    "the one run's own noise not counted")
+        return "unpaired (Welch)"
 
     def winner(self, a: str = "A", b: str = "B") -> str | None:
         """``a`` or ``b`` when the interval excludes 0, else None."""
@@ -261,7 +269,8 @@ def compare(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> Comp
     parts = [(s ** 2, n - 1) for s, n in ((sa, a.size), (sb, b.size)) if n > 1]
     df = se ** 4 / sum(v ** 2 / k for v, k in parts)
     t = t_quantile((1 + level) / 2, df)
-    return Comparison(diff, se, df, t, diff - t * se, diff + t * se, int(max(a.size, b.size)), 0, 0, 0, False, level)
+    return Comparison(diff, se, df, t, diff - t * se, diff + t * se, int(max(a.size, b.size)), 0, 0, 0, False, level,
+                      one_run=min(a.size, b.size) == 1)
 
 
 def sign_test(positive: int, negative: int) -> float:
@@ -388,8 +397,10 @@ def plot_coverage(points: Sequence[Mapping], highlight: int | None = None) -> Fi
     """SFT and PPO against the share of task families with demonstrations: the measured points
     only (mean with its 95% t-interval, dots per seed), joined by dotted lines that say nothing was
     measured in between. A point whose arm is another recipe (``sft_name``, ``ppo_name``: the 0%
-    point's instruct model and cpu preset) is named beside it and not joined to the others."""
-    fig = Figure(figsize=(6.5, 3.8))
+    point's instruct model and cpu preset) is named beside it and not joined to the others. The
+    legend, with how to read the marks as its title, sits under the axes, clear of every point and
+    of the names beside the 0% point."""
+    fig = Figure(figsize=(6.5, 4.8))
     ax = fig.subplots()
     xs = [p["coverage"] for p in points]
     for name, colour, offset in (("sft", "C1", -1.2), ("ppo", "C0", 1.2)):
@@ -416,10 +427,8 @@ def plot_coverage(points: Sequence[Mapping], highlight: int | None = None) -> Fi
         ax.axvspan(highlight - 4, highlight + 4, color="0.85", zorder=0)
     ax.set(xlabel="task families that have demonstrations, %", ylabel="strict held-out pass rate, %",
            xticks=xs, ylim=(0, 100), title="who wins depends on what the demonstrations cover")
-    ax.text(0.99, 0.02, "bars: 95% t-intervals of the mean; dotted: joins measured points (nothing measured between)",
-            transform=ax.transAxes,
-            ha="right", fontsize=7, color="0.4")
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), title_fontsize=7,
+              title="bars: 95% t-intervals of the mean; dotted: joins measured points (nothing measured between)")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
@@ -523,8 +532,9 @@ def noise_crossing(levels: Mapping[str, Mapping[float, Sequence[float]]], rising
 def plot_noise_crossover(levels: Mapping[str, Mapping[float, Sequence[float]]], held_out: str = "test") -> Figure:
     """Each arm of design (f) against the share of noisy demonstrations: the mean and its 95%
     t-interval per measured rate (dots: seeds), dotted lines joining the rates of one arm. Where PPO's line crosses
-    above the best SFT line is the noise level at which RL starts to pay."""
-    fig = Figure(figsize=(6.5, 3.8))
+    above the best SFT line is the noise level at which RL starts to pay. The legend sits under the
+    axes, so that it hides no error bar."""
+    fig = Figure(figsize=(6.5, 4.8))
     ax = fig.subplots()
     kinds = [k for k in NOISY_ARM_LABELS if k in levels]
     width = 0.012 * (len(kinds) - 1)
@@ -542,9 +552,8 @@ def plot_noise_crossover(levels: Mapping[str, Mapping[float, Sequence[float]]], 
     every_rate = sorted({r for kind in kinds for r in levels[kind]})
     ax.set(xlabel="share of demonstrations that are a labeler's mistake", ylabel=f"strict pass rate on {held_out}, %",
            xticks=every_rate, ylim=(0, 100), title="design (f): the noisy teacher (mean, 95% interval; dots: seeds)")
-    ax.legend(fontsize=7, loc="upper right")
-    ax.text(0.01, 0.02, "dotted: joins measured rates (nothing measured between)", transform=ax.transAxes,
-            fontsize=7, color="0.4")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, title_fontsize=7,
+              title="dotted: joins measured rates (nothing measured between)")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
