@@ -24,7 +24,8 @@ The algorithm (top level), in reading order for weeks 1-7
 Lesson aids (``lesson_aids/``): what notebooks call to show, check and quiz
     plots, widgets, figures, diagrams (lesson 1's two pictures), reward_model_plots, pipeline_plots (the arms, over-optimisation,
     pass@k), token_views, diagnostics, policy_lag, quiz, glossary, exercises (with exercises_ko, its
-    Korean), capstone (lesson 11's readings of the measured arms)
+    Korean), capstone (lesson 11's readings of the measured arms), figure_language (a Korean lesson's
+    figures: their texts through the translations table, Hangul from NanumGothic)
 
 The comparison harness (``comparison/``): TRL's PPOTrainer on our configuration, benchmarks
     trl_adapter (TRL built and run one way), child (one child-process launcher),

@@ -25,6 +25,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from course_utils import ppo_math
+from course_utils.lesson_aids import figure_language
 
 __all__ = [
     "figure_to_png",
@@ -114,11 +115,13 @@ def _real_only(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 
 def figure_to_png(fig: Figure, dpi: int = 100) -> bytes:
-    """Render ``fig`` to PNG bytes with the Agg canvas.
+    """Render ``fig`` to PNG bytes with the Agg canvas, its texts first put into the session's
+    language (``figure_language.use_language``; nothing changes in English).
 
     The PNG carries no software/version metadata, so the same figure gives the same bytes on
     every run with the same matplotlib and fonts.
     """
+    figure_language.localize(fig)  # the lesson's language (use_language); English figures unchanged
     buffer = io.BytesIO()
     FigureCanvasAgg(fig)  # render with Agg whatever backend the notebook uses
     fig.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})

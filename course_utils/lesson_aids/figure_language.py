@@ -1,0 +1,157 @@
+"""Figures in the lesson's language.
+
+The plot functions draw in English, once, and stay pure. A lesson in another language calls
+``use_language("ko")`` in its set-up cell; from then on every figure it shows (a cell's figure, a
+widget's ``plots.figure_to_png``) first goes through ``localize``: each text of the drawn figure
+(title, axis labels, legend entries, annotations, tick labels) is looked up in the table
+``notebooks/translations/<language>/figures/texts.yaml`` and replaced. An entry is an exact English
+text, or a template whose ``{}`` slots stand for the parts that change (numbers, names), carried over
+as drawn. Texts without a translation stay English and are returned, so a test or a report can list
+them.
+
+The Hangul comes from NanumGothic, the font the pinned ``koreanize-matplotlib`` wheel ships (installed
+with the other requirements; the package itself is never imported, since importing it restyles every
+figure). Latin letters stay in matplotlib's DejaVu Sans and only the glyphs DejaVu lacks fall back to
+NanumGothic, so an English figure keeps its look and a Korean one renders the same on every machine.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import warnings
+from functools import lru_cache
+from pathlib import Path
+
+import matplotlib
+import yaml
+from matplotlib import font_manager
+from matplotlib.figure import Figure
+from matplotlib.text import Text
+
+from course_utils.machinery.paths import NOTEBOOKS_DIR
+
+LANGUAGES = ("en", "ko")
+HANGUL_FONT = "NanumGothic"
+HANGUL_FONT_PACKAGE = "koreanize-matplotlib==0.1.1"
+_language = "en"
+
+
+def hangul_font_file() -> Path | None:
+    """NanumGothic.ttf inside the installed ``koreanize_matplotlib`` package, found without importing
+    it; None when the package is not installed."""
+    spec = importlib.util.find_spec("koreanize_matplotlib")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / "fonts" / f"{HANGUL_FONT}.ttf"
+    return path if path.is_file() else None
+
+
+def use_language(language: str) -> None:
+    """Show this session's figures in ``language`` ("en" or "ko"). For "ko": NanumGothic joins the
+    font list behind DejaVu Sans, and figures shown by IPython are localized before they render."""
+    global _language
+    if language not in LANGUAGES:
+        raise ValueError(f"language must be one of {', '.join(LANGUAGES)}; got {language!r}")
+    if language == "en":
+        matplotlib.rcParams["font.family"] = ["sans-serif"]
+    else:
+        path = hangul_font_file()
+        if path is None:
+            raise RuntimeError(f"no Hangul font for the figures: pip install {HANGUL_FONT_PACKAGE} "
+                               "(requirements.txt pins it; `make setup` installs it)")
+        font_manager.fontManager.addfont(str(path))
+        matplotlib.rcParams["font.family"] = ["DejaVu Sans", HANGUL_FONT]
+    _language = language
+    _show_figures_localized()
+
+
+def current_language() -> str:
+    return _language
+
+
+def _show_figures_localized() -> None:
+    """Inside IPython, render a displayed Figure through ``localize`` (as the inline backend would,
+    with a tight bounding box). Outside IPython nothing to do."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    from IPython.core.pylabtools import print_figure
+
+    def png(fig: Figure) -> bytes:
+        localize(fig)
+        return print_figure(fig, "png", bbox_inches="tight")
+
+    shell.display_formatter.formatters["image/png"].for_type(Figure, png)
+
+
+def texts_file(language: str) -> Path:
+    return NOTEBOOKS_DIR / "translations" / language / "figures" / "texts.yaml"
+
+
+@lru_cache(maxsize=None)
+def _table(language: str) -> tuple[dict[str, str], tuple[tuple[re.Pattern, str], ...]]:
+    """(exact English text -> translation, [(template as a regex, translation template)])."""
+    path = texts_file(language)
+    entries = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else []
+    exact, templates = {}, []
+    for entry in entries or []:
+        english, translated = entry["en"], entry[language]
+        if "{}" in english:
+            pattern = "^" + "(.+?)".join(re.escape(part) for part in english.split("{}")) + "$"
+            templates.append((re.compile(pattern, re.S), translated))
+        else:
+            exact[english] = translated
+    return exact, tuple(templates)
+
+
+def translate_text(text: str, language: str) -> str | None:
+    """``text`` in ``language``, or None when the table has no entry for it. A template's slots are
+    filled in order (``{}``), or by position (``{0}``, ``{1}``) where the language orders them
+    differently."""
+    if language == "en":
+        return text
+    exact, templates = _table(language)
+    if text in exact:
+        return exact[text]
+    for pattern, translated in templates:
+        match = pattern.match(text)
+        if match:
+            return translated.format(*match.groups())
+    return None
+
+
+def localize(fig: Figure, language: str | None = None) -> list[str]:
+    """Put every text of ``fig`` into ``language`` (default: the session's, ``use_language``), once.
+    Returns the texts with letters that have no translation (they stay as drawn); numbers alone
+    (tick labels) need none."""
+    language = language or _language
+    if language == "en" or getattr(fig, "_course_language", None) == language:
+        return []
+    missing = []
+    for artist in fig.findobj(Text):
+        text = artist.get_text()
+        if not re.search(r"[A-Za-z]", text):
+            continue
+        translated = translate_text(text, language)
+        if translated is None:
+            missing.append(text)
+        else:
+            artist.set_text(translated)
+    fig._course_language = language
+    return sorted(set(missing))
+
+
+def missing_glyphs(fig: Figure) -> list[str]:
+    """The warnings matplotlib gives while drawing ``fig`` about characters no font in the list has
+    (e.g. Hangul under DejaVu Sans alone): empty when every glyph rendered."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        FigureCanvasAgg(fig).draw()
+    return [str(w.message) for w in caught if "missing from font" in str(w.message)]
