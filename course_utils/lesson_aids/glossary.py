@@ -1,6 +1,7 @@
 """English ↔ Korean glossary of the course, in one place.
 
-``GLOSSARY`` maps an English term to the Korean term used in the source lessons; ``MEANINGS`` gives
+``GLOSSARY`` maps an English term to the Korean term the course uses (where the Korean source lessons used
+another, that follows as "원본 강의: ...": the Korean week 3 says why TD residual and GAE differ); ``MEANINGS`` gives
 each term a one-line English meaning and ``MEANINGS_KO`` the same meaning in Korean (every term has
 both; a test checks). A lesson ends with ``show_glossary([...])`` on the terms it used; the result
 prints as a text table and renders as an HTML table in Jupyter. ``show_glossary([...], lang="ko")``
@@ -23,10 +24,10 @@ GLOSSARY: dict[str, str] = {
     "reference model": "기준 모델",
     "reward": "보상",
     "reward model": "보상 모델",
-    "value head": "value 헤드 (밸류 모델)",
+    "value head": "value 헤드 (크리틱)",
     "advantage": "어드밴티지 (이점)",
-    "TD residual": "순간 변동폭 (TD 오차)",
-    "GAE": "가중 누적 이점",
+    "TD residual": "TD 오차 (원본 강의: 순간 변동폭)",
+    "GAE": "일반화된 어드밴티지 추정 (원본 강의: 가중 누적 이점)",
     "advantage whitening": "어드밴티지 표준화 (whitening)",
     "response mask": "응답 마스크",
     "per-token reward": "토큰별 보상 (셰이핑된 보상)",
@@ -37,8 +38,8 @@ GLOSSARY: dict[str, str] = {
     "objective function": "목적 함수",
     "clipped surrogate objective": "클리핑된 대리 목적 함수",
     "importance sampling": "중요도 샘플링",
-    "on-policy": "정책 내 학습",
-    "off-policy": "정책 외 학습",
+    "on-policy": "정책 내 학습 (온폴리시)",
+    "off-policy": "정책 외 학습 (오프폴리시)",
     "behaviour policy": "행동 정책",
     "target policy": "목표 정책",
     "replay buffer": "리플레이 버퍼",

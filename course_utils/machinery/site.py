@@ -292,9 +292,10 @@ def glossary_page() -> dict:
     rows = [[f"<b>{html.escape(term)}</b>", html.escape(korean), html.escape(MEANINGS.get(term, ""))]
             for term, korean in sorted(GLOSSARY.items(), key=lambda item: item[0].lower())]
     return markdown_notebook(
-        "# Glossary (English ↔ 한국어)\n\nThe terms of the lessons with the Korean terms of the source lessons "
+        "# Glossary (English ↔ 한국어)\n\nThe terms of the lessons with their Korean terms, and the source lessons' "
+        "Korean term where it differs "
         "(`course_utils/lesson_aids/glossary.py`; a lesson shows its own terms with `show_glossary([...])`). "
-        "용어집: 강의에서 쓰는 영어 용어와 원 강의의 한국어 용어입니다.",
+        "용어집: 강의에서 쓰는 영어 용어와 한국어 용어입니다(원본 강의의 용어가 다르면 함께 적었습니다).",
         table(["English", "한국어", "meaning"], rows))
 
 
