@@ -532,6 +532,81 @@ def test_a_variable_only_a_quiz_reads_is_quiz_text():
     assert "It falls by 3.0 on average." in question.options.values()
 
 
+def test_a_word_the_translation_changes_is_shown_translated():
+    """A placeholder that is a variable only the quiz reads, assigned from literals (week 9's old Q6 showed
+    ``{q_old_source}``, "the sampler itself" or "a separate forward pass"), shows in the translated quiz
+    the translation of the literal the English output shows, as a kernel running the translated cell
+    would; numbers and names the code computes with keep the English output's text."""
+    source = ('source = "the sampler itself" if mode == "generation" else "a separate forward pass"\n'
+              'n = len(rows)\n'
+              'Quiz("t", [MultipleChoice("Which?", {"a": f"It reads {source} and {n} rows.", "b": "y"}, '
+              'answer="a", shuffle=False)])\n')
+    strings = [("the sampler itself", "샘플러 자체"), ("a separate forward pass", "별도의 순전파"),
+               ("It reads {source} and {n} rows.", "{source}에서 {n}개 행을 읽습니다.")]
+    shown = {"{source}": "the sampler itself", "{n}": "16"}
+    assert tr.translated_shown_values(source, shown, strings) == {"{source}": "샘플러 자체", "{n}": "16"}
+    assert tr.translated_shown_values(source, {"{source}": "something else", "{n}": "16"}, strings)["{source}"] \
+        == "something else"  # not one of the literals the cell assigns: left as shown
+    korean = tr.translate_code(source, strings)
+    quiz = tr.render_quiz(korean, tr.translated_shown_values(source, shown, strings))
+    assert quiz[0].options["a"] == "샘플러 자체에서 16개 행을 읽습니다."
+
+
+def test_a_question_showing_a_translated_word_keeps_the_english_order_in_the_stored_output():
+    """``order_key`` is the English question as code: a placeholder that is a variable the translation gives
+    another text takes that text under a kernel, and would seed another option order. The stored output keeps
+    the English order (``order_shown``), and ``translated_question_variables`` names the placeholder."""
+    english = ('where = "the sampler" if fast else "a forward pass"\n'
+               'Quiz("t", [MultipleChoice(f"Log-probs come from {where}. Why?", {"a": "w", "b": "x", "c": "y", '
+               '"d": "z"}, answer="a")])\n')
+    korean = tr.with_order_keys(tr.translate_code(english, [
+        ("the sampler", "샘플러"), ("a forward pass", "순전파"),
+        ("Log-probs come from {where}. Why?", "로그 확률은 {where}에서 나옵니다. 왜?")]), english)
+    assert tr.translated_question_variables(korean, english) == ["where"]
+    assert tr.translated_question_variables(english, english) == []
+    strings = [("the sampler", "샘플러"), ("a forward pass", "순전파")]
+    shown = {"{where}": "the sampler"}
+    english_quiz = tr.render_quiz(english, shown)
+    korean_quiz = tr.render_quiz(korean, tr.translated_shown_values(english, shown, strings), order_shown=shown)
+    assert korean_quiz[0].question == "로그 확률은 샘플러에서 나옵니다. 왜?"
+    assert list(korean_quiz[0].options.values()) == list(english_quiz[0].options.values())
+
+
+# Quiz cells whose shuffled question shows a variable the translation changes (see the test above): under a
+# kernel the Korean options would come in another order. Week 7's Q (the lab's gap) quotes the English text
+# of both variables in its Korean question, but the cell translates their literals: its owner's to settle.
+TRANSLATED_QUESTION_VARIABLES = {("week07_ppo_run", "1686b767"): {"lab_gap_words", "lab_gap_noise"}}
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lesson_id)
+def test_no_new_question_shows_a_variable_the_translation_changes(lesson):
+    english = nbformat.read(lesson.english, as_version=4)
+    korean = {c.id: c for c in nbformat.read(lesson.generated, as_version=4).cells}
+    for cell in english.cells:
+        if tr.is_quiz_cell(cell) and cell.id in korean:
+            found = set(tr.translated_question_variables(korean[cell.id].source, cell.source))
+            known = TRANSLATED_QUESTION_VARIABLES.get((lesson.english.stem, cell.id), set())
+            assert found <= known, (f"{lesson.name} cell {cell.id}: the questions show {sorted(found - known)}, "
+                                    "a text the translation changes; write it into the question or an option")
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lesson_id)
+def test_a_korean_quiz_output_shows_no_english_text_it_translates(lesson):
+    """No stored Korean quiz output shows an English text its translations file translates (week 9's Q6 once
+    showed "the sampler itself" inside a Korean question, read from the English output)."""
+    english, t = english_and_translations(lesson)
+    korean = {c.id: c for c in nbformat.read(lesson.generated, as_version=4).cells}
+    for cell in english.cells:
+        entry = t.cells.get(cell.id)
+        if not tr.is_quiz_cell(cell) or entry is None or entry.strings is None:
+            continue
+        shown = "".join(tr._text(o.data.get("text/plain", "")) for o in korean[cell.id].outputs
+                        if o.output_type == "execute_result")
+        left = [en for en, ko in entry.strings if ko and ko != en and " " in en and not tr._placeholders(en)
+                and en in shown]
+        assert not left, f"{lesson.name} cell {cell.id}: the Korean quiz output shows {left[0]!r} in English"
+
+
 def test_shown_values_are_read_from_the_english_output():
     text = ("Week 9 quiz\n\nQuestion 1 (quiz[0]): The model has 576 hidden units and 30 layers. How many "
             "parameters does one q_proj hold, with rank 16?\nAnswer in code: ...")

@@ -546,6 +546,33 @@ def _after_last_argument(parseable: str, char_offset, call: ast.Call) -> tuple[i
     return position, trailing
 
 
+def _assigned(tree) -> dict[str, str]:
+    """Name -> the code (``ast.dump``) of the value each plain ``name = value`` statement of a cell assigns."""
+    return {node.targets[0].id: ast.dump(node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)}
+
+
+def translated_question_variables(source: str, english_source: str) -> list[str]:
+    """The placeholders of the shuffled choice questions of ``english_source`` that are variables whose
+    assignment ``source`` (the translated cell) changes: their text differs between the lessons, so under a
+    kernel the translated question's ``order_key`` (the English question as code) takes the translated text
+    and seeds another option order than the English one. Write such a text into the question or an option,
+    or give the English call an ``order_key`` of its own."""
+    tree, english_tree = ast.parse(_parseable(source)), ast.parse(_parseable(english_source))
+    assigned, english_assigned = _assigned(tree), _assigned(english_tree)
+    found = []
+    for call in _ordered_calls(english_tree):
+        keywords = {k.arg: k.value for k in call.keywords}
+        shuffle = keywords.get("shuffle")
+        if "order_key" in keywords or (isinstance(shuffle, ast.Constant) and shuffle.value is False):
+            continue
+        question = _question_node(call)
+        found += [part.value.id for part in getattr(question, "values", [])
+                  if isinstance(part, ast.FormattedValue) and isinstance(part.value, ast.Name)
+                  and assigned.get(part.value.id) != english_assigned.get(part.value.id)]
+    return list(dict.fromkeys(found))
+
+
 def with_order_keys(source: str, english_source: str) -> str:
     """``source`` (a quiz cell translated from ``english_source``) with ``order_key=`` the English
     question added to each ``MultipleChoice`` / ``MultiSelect`` call that shuffles and has no
@@ -555,7 +582,12 @@ def with_order_keys(source: str, english_source: str) -> str:
 
     The calls of the two sources are paired in the order they are written (``translate_code`` changes
     only literals). A question that is not a string literal or an f-string is a ValueError: pass
-    ``order_key`` in the English cell, or write the question in the call."""
+    ``order_key`` in the English cell, or write the question in the call.
+
+    An f-string question whose placeholder is a variable the translation gives another text
+    (``where = "the sampler"``, translated) defeats this under a kernel: its ``order_key`` takes that text
+    too. The stored output keeps the English order (``render_quiz``'s ``order_shown``), and
+    ``translated_question_variables`` names such placeholders (a test lists them)."""
     parseable = _parseable(source)
     english_parseable = _parseable(english_source)
     calls, english_calls = _ordered_calls(ast.parse(parseable)), _ordered_calls(ast.parse(english_parseable))
@@ -674,8 +706,9 @@ class _Renderer:
     lesson: literals are literal, an f-string is filled with the placeholder values ``shown``
     (placeholder -> text, read from the English output), and everything else is UNKNOWN."""
 
-    def __init__(self, source: str, shown: dict[str, str], complete: bool = True):
+    def __init__(self, source: str, shown: dict[str, str], complete: bool = True, order_shown=None):
         self.source, self.shown, self.complete, self.env = _parseable(source), shown, complete, {}
+        self.order_shown = shown if order_shown is None else order_shown
 
     def value(self, node, required: bool):
         if isinstance(node, ast.Constant):
@@ -734,7 +767,14 @@ class _Renderer:
         name = call.func.id
         parameters = list(inspect.signature(getattr(quiz, name)).parameters)
         given = dict(zip(parameters, call.args)) | {k.arg: k.value for k in call.keywords}
-        kwargs = {k: self.value(node, required=k in SHOWN_ARGS[name]) for k, node in given.items()}
+        kwargs = {k: self.value(node, required=k in SHOWN_ARGS[name])
+                  for k, node in given.items() if k != "order_key"}
+        if "order_key" in given:  # the English question as the English output shows it: the English order
+            shown, self.shown = self.shown, self.order_shown
+            try:
+                kwargs["order_key"] = self.value(given["order_key"], required=True)
+            finally:
+                self.shown = shown
         # An answer key computed by the lesson is not shown (only check() reads it): a stand-in will do.
         if name == "NumericAnswer" and _has_unknown(kwargs.get("answer")):
             kwargs["answer"] = 0.0
@@ -793,12 +833,47 @@ def shown_values(english_source: str, english_text: str) -> dict[str, str]:
     return values
 
 
-def render_quiz(source: str, shown: dict[str, str], complete: bool = True):
+def translated_shown_values(english_source: str, shown: dict[str, str],
+                            strings: list[tuple[str, str]]) -> dict[str, str]:
+    """``shown`` (placeholder -> the English output's text) as the translated cell would show it.
+
+    A placeholder that is just a name the cell assigns from string literals, a variable only quiz calls
+    read (``q_old_source = "the sampler itself" if ... else "a separate forward pass"``, week 9's Q6),
+    shows whichever literal the lesson chose; the translated cell assigns the translated literals, so a
+    kernel running it would show that literal's translation (``strings``), not the English text. Other
+    placeholders (numbers, names the code computes with) keep the English output's text."""
+    table = {en: ko for en, ko in strings if ko}
+    tree = ast.parse(_parseable(english_source))
+    chosen: dict[str, set[str]] = {}
+    quiz_only = quiz_only_names(tree)
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id in quiz_only):
+            continue
+        found, todo = chosen.setdefault(node.targets[0].id, set()), [node.value]
+        while todo:  # the literals the value may be, not the pieces of an f-string
+            part = todo.pop()
+            if isinstance(part, ast.Constant) and isinstance(part.value, str):
+                found.add(part.value)
+            elif not isinstance(part, ast.JoinedStr):
+                todo += list(ast.iter_child_nodes(part))
+    out = dict(shown)
+    for placeholder, text in shown.items():
+        name = placeholder[1:-1]
+        if name.isidentifier() and text in chosen.get(name, ()) and text in table:
+            out[placeholder] = table[text]
+    return out
+
+
+def render_quiz(source: str, shown: dict[str, str], complete: bool = True, order_shown=None):
     """The quiz object (or checklist) a quiz cell displays, built from its source; None if none.
 
     ``complete``: a shown f-string needs a value for every placeholder (the cell's output); with
-    False a placeholder without one stays as written (enough to check() the texts headless)."""
-    return _Renderer(source, shown, complete).displayed()
+    False a placeholder without one stays as written (enough to check() the texts headless).
+    ``order_shown``: the placeholder values of an ``order_key`` f-string (default ``shown``); a translated
+    cell passes the English output's values, so that its options keep the English order even where
+    ``shown`` holds a translated text (``translated_shown_values``)."""
+    return _Renderer(source, shown, complete, order_shown).displayed()
 
 
 def _display_data(obj) -> dict:
@@ -899,8 +974,9 @@ def _merge_quiz_cell(cell, entry: Entry, current: bool, language: str) -> None:
         if output.get("output_type") != "execute_result":
             continue
         data = output["data"]
-        shown = shown_values(english, _text(data.get("text/plain", "")))
-        obj = render_quiz(korean, shown)
+        english_shown = shown_values(english, _text(data.get("text/plain", "")))
+        obj = render_quiz(korean, translated_shown_values(english, english_shown, entry.strings),
+                          order_shown=english_shown)
         if obj is None:
             raise ValueError(f"cell {cell['id']}: its output is not a quiz this module can render again")
         output["data"] = {k: v for k, v in _display_data(obj).items() if k in ("text/plain", "text/html")}
