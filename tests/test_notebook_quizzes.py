@@ -62,10 +62,11 @@ COMPUTED_KEYS = {
                                                "A < 0 below it"),
     ("week05_kl_shaping", 4): (("a", "c"), "section 4: k1 and k3 unbiased, k2 biased, swapped k1 is -KL, k3 as "
                                            "a reward has another gradient"),
-    ("week06b_reward_model", 3): (("a", "c", "e"), "section 8's sweep: wrong_arithmetic -0.01, wrong_label 0.00, "
-                                                   "wrong_count +0.02 are the margins below 0.5"),
-    ("week06b_reward_model", 4): (("b",), "section 6: passing answers +1.36, plain_wrong +0.82, a gap of 0.54 "
-                                          "(0.5 or more: clearly more for the right answer)"),
+    ("week06b_reward_model", 3): (("a", "c", "e"), "section 8's sweep: wrong_arithmetic +0.00, reordered -0.01, "
+                                                   "missing_item +0.13 are the margins below 0.5 (misspelled +1.88, "
+                                                   "comma_separated +1.60, wrong_brackets +3.07 are not)"),
+    ("week06b_reward_model", 4): (("a",), "section 6: 30 of 54 failures (56%) score at or above the mean pass, "
+                                          "more than a few percent (above 5%): about the same for both moves"),
     ("week06b_reward_model", 5): (("a",), "section 7's probe: filler_x1 mean change about -2.9"),
     ("week07_ppo_run", 6): (("a",), "the lab: a gap of 6 points at update 10 with a standard error of 7.0, "
                                     "within the noise"),
