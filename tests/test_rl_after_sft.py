@@ -10,7 +10,7 @@ import pytest
 
 from course_utils import tasks
 from course_utils.comparison import rl_after_sft as d1
-from course_utils.lesson_aids.capstone import compare
+from course_utils.lesson_aids.capstone import Comparison, compare
 from course_utils.trainer import balanced_subset
 
 HOST = {"cpu_model": "Test CPU", "flags": ["avx2"], "machine": "x86_64", "cpu_count": 2}
@@ -115,3 +115,58 @@ def test_fewer_than_five_seeds_decide_nothing_and_a_missing_start_is_named(tmp_p
     assert d1.preregistered_verdict(result) == "not decided: 3 of 5 seeds"
     with pytest.raises(FileNotFoundError, match="no finished start"):
         d1.seed_record(tmp_path, 3)
+
+
+def test_a_mean_past_the_bar_with_too_few_seeds_agreeing_is_level_by_the_rule_and_says_why():
+    # Unreachable with five seeds and ties (3 equal gains and 2 zeros never clear t(4)), reachable with
+    # more: the rule's "otherwise" is level, and the verdict must not claim "less than 5 points".
+    result = Comparison(6.0, 1.0, 6, 2.447, 3.6, 8.4, 7, 3, 0, 4, True)
+    verdict = d1.preregistered_verdict(result, seeds=5)
+    assert verdict.startswith("level within noise (by the rule") and "only 3 of 7 seeds agree" in verdict
+    assert "less than" not in verdict
+
+
+def _design(values: dict[str, list[tuple[float, float, float, float]]]) -> dict:
+    """A design 1 record from per arm, per seed (test, unseen, pass@16, entropy); "start" is the start."""
+    def run(test, unseen, pass16, entropy):
+        return {"points": [{"test": test - 1, "test_unseen": unseen}, {"final": True, "test": test, "test_unseen": unseen}],
+                "sampled": {"pass_at_1": 50.0, "pass_at_16": pass16, "entropy": entropy}}
+    seeds = len(values["start"])
+    return {"seeds": {str(s): {"start": run(*values["start"][s]),
+                               "arms": {arm: run(*v[s]) for arm, v in values.items() if arm != "start"}}
+                      for s in range(seeds)}}
+
+
+def test_the_prediction_is_read_part_by_part_and_the_secondary_gains_are_paired_with_the_start():
+    jitter = (0.0, 1.0, -1.0, 0.5, -0.5)
+    start = [(60.0, 40.0, 80.0, 0.40)] * 5
+    a = [(70.0 + j, 40.0, 80.0 + j, 0.30) for j in jitter]
+    as_predicted = _design({"start": start, "A": a,
+                            "B": [(70.0 - j, 45.0 + j, 85.0, 0.40 + j / 100) for j in jitter],
+                            "C": [(70.0 + j / 2, 46.0 - j, 86.0 - j, 0.41) for j in jitter]})
+    outcomes = {p["part"]: p["outcome"] for p in d1.prediction_check(as_predicted)}
+    assert set(outcomes.values()) == {"held"}, outcomes
+    gains = {d["what"]: d for d in d1.secondary_readings(as_predicted)}
+    assert gains["A's gain over the shared start, test"]["result"].difference == pytest.approx(10.0)
+    assert gains["A's gain over the shared start, test"]["reading"] == "higher"
+
+    # B far behind on test and on pass@16, C level with A on entropy, C's unseen gain within noise
+    other = _design({"start": start, "A": a,
+                     "B": [(60.0 - j, 45.0 + j, 70.0 + j, 0.40) for j in jitter],
+                     "C": [(70.0 + j, 40.0 + 3 * j, 86.0 - j, 0.30 + j / 50) for j in jitter]})
+    parts = d1.prediction_check(other)
+    outcomes = {p["part"]: p["outcome"] for p in parts}
+    assert outcomes["B and C level with A on test at 40 minutes (interval holds 0, mean under 5 points either way)"] \
+        == "did not hold"
+    assert outcomes["B and C ahead of A on pass@16"] == "did not hold"
+    assert outcomes["B and C ahead of A on the unseen phrasings"] == "not shown"
+    assert outcomes["A ends with the lowest entropy"] == "not shown"
+    assert outcomes["C at least as good as B on test"] == "held"
+    statuses = [st for p in parts for _, st in p["lines"]]
+    assert statuses.count("the other way") == 2 and "not level: the mean is past the bar" not in statuses
+
+    # level expected, the interval holds 0 but the mean is past the bar: not level, so the part fails
+    wide = _design({"start": start, "A": a,
+                    "B": [(70.0 + j - 6.0 + 8 * j, 40.0, 80.0, 0.3) for j in jitter], "C": a})
+    first = d1.prediction_check(wide)[0]
+    assert first["lines"][0][1] == "not level: the mean is past the bar" and first["outcome"] == "did not hold"

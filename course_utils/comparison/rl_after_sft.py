@@ -175,8 +175,14 @@ def preregistered_verdict(result, bar: float = BAR_POINTS, same_sign: int = SAME
         return "RL adds after the best SFT"
     if result.difference <= -bar and result.high < 0 and result.negative >= same_sign:
         return "rejection sampling stays the frontier at 3x the budget"
-    if result.low > 0 or result.high < 0:
+    if (result.low > 0 or result.high < 0) and abs(result.difference) < bar:
         return f"a small difference ({'ahead' if result.low > 0 else 'behind'} by less than {bar:g} points)"
+    if result.low > 0 or result.high < 0:
+        # The rule's "otherwise": a mean past the bar, off 0, but too few seeds agreeing in sign. The rule
+        # calls that level; the parenthesis says why, so the reader is not told the interval holds 0.
+        agree = result.positive if result.low > 0 else result.negative
+        return (f"level within noise (by the rule: the interval excludes 0, but only {agree} of {result.n} "
+                f"seeds agree in sign, {same_sign} needed)")
     return "level within noise"
 
 
@@ -197,6 +203,99 @@ def decide(design: dict, key: str = "test") -> list[dict]:
                     "line": (result.sentence(x, a) if len(seeds) >= SEEDS else result.record(x, a)) if len(seeds) > 1
                     else f"{x} - {a} = {result.difference:+.1f} (one seed: no interval)",
                     "decision": preregistered_verdict(result), "mcnemar": mcnemar})
+    return out
+
+
+def _end(run: dict, key: str) -> float:
+    """An arm's (or the start's) value at its end: a greedy pass rate from its points, or a sampled
+    measure (``pass_at_16``, ``entropy``) from the validation sampling."""
+    if key in ("test", "test_unseen"):
+        return next(p[key] for p in run["points"] if p.get("final"))
+    return run["sampled"][key]
+
+
+def _difference(design: dict, x: str, y: str, key: str, unit: str = "points") -> dict:
+    """X − Y on ``key`` at the end, paired over the seeds where both ran (``"start"`` names the shared
+    start), with the interval rule's reading."""
+    def run(record, arm):
+        return record["start"] if arm == "start" else record["arms"].get(arm)
+
+    seeds = sorted(int(s) for s, r in design["seeds"].items()
+                   if run(r, x) and run(r, y) and (key in ("test", "test_unseen") or
+                                                   (run(r, x).get("sampled") and run(r, y).get("sampled"))))
+    xs = [_end(run(design["seeds"][str(s)], x), key) for s in seeds]
+    ys = [_end(run(design["seeds"][str(s)], y), key) for s in seeds]
+    result = compare(xs, ys)
+    digits = 3 if unit == "nats" else 1
+    line = (f"{x} − {y} = {result.difference:+.{digits}f} ± {result.se:.{digits}f} {unit} "
+            f"(95% interval [{result.low:+.{digits}f}, {result.high:+.{digits}f}], paired by seed, n = {result.n}; "
+            f"{x} higher in {result.positive} of {result.n} seeds)")
+    return {"comparison": f"{x} - {y}", "key": key, "seeds": seeds, "result": result, "line": line,
+            "reading": {"A": "higher", "B": "lower", None: "level within noise"}[result.winner("A", "B")]}
+
+
+SECONDARY_KEYS = {"test_unseen": ("greedy pass rate on the unseen phrasings", "points"),
+                  "pass_at_16": ("pass@16 on validation (16 answers at T = 1)", "points"),
+                  "entropy": ("token entropy of those sampled answers", "nats")}
+"""The pre-registration's secondary measures at the end: reported, never decisive."""
+
+
+def secondary_readings(design: dict) -> list[dict]:
+    """The pre-registration's secondary readings, each with the interval rule's reading (which decides
+    nothing): each arm's gain over the shared start on test; A's change over the start on pass@16 and
+    entropy (does more filtered SFT narrow what the model samples?); then B − A and C − A on the unseen
+    phrasings, on pass@16 and on entropy."""
+    out = [dict(_difference(design, arm, "start", "test"), what=f"{arm}'s gain over the shared start, test")
+           for arm in ("A", "B", "C")]
+    out += [dict(_difference(design, "A", "start", key, SECONDARY_KEYS[key][1]),
+                 what=f"A's change over the shared start, {SECONDARY_KEYS[key][0]}") for key in ("pass_at_16", "entropy")]
+    for key, (what, unit) in SECONDARY_KEYS.items():
+        for x, a in PRIMARY:
+            out.append(dict(_difference(design, x, a, key, unit), what=what))
+    return out
+
+
+def prediction_check(design: dict) -> list[dict]:
+    """The pre-registered prediction, part by part, read with the design's interval rule (95 %,
+    paired by seed). The prediction's words were written before the runs; reading each part this way
+    was written down after four of five seeds were in (PREREGISTERED.md says so).
+
+    Each part is a few differences and what the prediction expected of each: ``"level"`` (the
+    interval holds 0 and the mean is under the 5-point bar), ``"not behind"`` (the interval is not
+    below 0) or ``"ahead"`` (the interval above 0). A difference reads "as predicted", "the other
+    way" (its interval excludes 0 against the prediction), "not level: the mean is past the bar" (level
+    was predicted, the interval holds 0 but the mean is 5 points or more) or "level within noise" (an
+    advantage was predicted and the interval holds 0). A part "held" when every difference reads as
+    predicted, "not shown" when the only others are "level within noise", and "did not hold" otherwise.
+    Returns ``[{"part", "lines": [(line, status)], "outcome"}]``."""
+    def status(d: dict, expected: str) -> str:
+        who = d["result"].winner()  # "A": the first-named arm higher, "B": lower, None: level
+        if expected == "level":
+            if who is not None:
+                return "the other way"
+            return "as predicted" if abs(d["result"].difference) < BAR_POINTS else "not level: the mean is past the bar"
+        if expected == "not behind":
+            return "the other way" if who == "B" else "as predicted"
+        return "as predicted" if who == "A" else "the other way" if who == "B" else "level within noise"
+
+    parts = [
+        ("B and C level with A on test at 40 minutes (interval holds 0, mean under 5 points either way)",
+         [(_difference(design, x, a, "test"), "level") for x, a in PRIMARY]),
+        ("C at least as good as B on test", [(_difference(design, "C", "B", "test"), "not behind")]),
+        ("B and C ahead of A on pass@16", [(_difference(design, x, a, "pass_at_16"), "ahead") for x, a in PRIMARY]),
+        ("B and C ahead of A on the unseen phrasings",
+         [(_difference(design, x, a, "test_unseen"), "ahead") for x, a in PRIMARY]),
+        # "A lowest" read as "B above A and C above A": the differences point the same way as the others
+        ("A ends with the lowest entropy",
+         [(_difference(design, x, "A", "entropy", "nats"), "ahead") for x in ("B", "C")]),
+    ]
+    out = []
+    for part, checks in parts:
+        lines = [(d["line"], status(d, expected)) for d, expected in checks]
+        statuses = {st for _, st in lines}
+        outcome = ("held" if statuses == {"as predicted"} else
+                   "not shown" if statuses <= {"as predicted", "level within noise"} else "did not hold")
+        out.append({"part": part, "lines": lines, "outcome": outcome})
     return out
 
 
