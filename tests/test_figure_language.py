@@ -8,7 +8,9 @@ import re
 import matplotlib
 import pytest
 import yaml
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import FixedFormatter, FixedLocator
 
 from course_utils.lesson_aids import capstone, figure_language, plots
 
@@ -44,6 +46,36 @@ def test_an_untranslated_text_is_reported_and_left_as_drawn(korean):
     fig.subplots().set_title("a title with no entry")
     assert figure_language.localize(fig) == ["a title with no entry"]
     assert fig.axes[0].get_title() == "a title with no entry"
+
+
+def test_tick_labels_given_as_a_list_stay_korean_when_drawn(korean):
+    """Labels given with the ticks are kept in the axis's formatter (``set_xticks(ticks, labels)``: a
+    FuncFormatter over {tick: label}; a FixedFormatter's list), major and minor, and every draw sets
+    the ticks' texts from there again: localize translates them there too, or the English comes back."""
+    fig = Figure()
+    ax = fig.subplots()
+    ax.set_xticks([0, 1], ["pass (n=3)", "fail (n=2)"])
+    ax.set_xticks([0.5], ["pass (n=1)"], minor=True)
+    ax.yaxis.set_major_locator(FixedLocator([0, 1]))
+    ax.yaxis.set_major_formatter(FixedFormatter(["fail (n=4)", "pass (n=5)"]))
+    assert figure_language.localize(fig) == []
+    assert figure_language.missing_glyphs(fig) == []  # draws it
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["통과 (3개)", "실패 (2개)"]
+    assert [t.get_text() for t in ax.get_xticklabels(minor=True)] == ["통과 (1개)"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["실패 (4개)", "통과 (5개)"]
+
+
+def test_math_tick_labels_are_kept_as_drawn_but_words_beside_math_are_not(korean):
+    """A log axis writes its ticks as mathtext ("$\\mathdefault{10^{-2}}$"): a number, nothing to
+    translate. Letters outside the ``$...$`` are words."""
+    fig = Figure()
+    ax = fig.subplots()
+    ax.plot([1, 2], [1e-3, 10])
+    ax.set_yscale("log")
+    ax.text(1, 1, r"$\beta$ with words")
+    FigureCanvasAgg(fig).draw()  # the ticks get their labels when drawn
+    assert r"$\mathdefault{10^{-2}}$" in [t.get_text() for t in ax.get_yticklabels()]
+    assert figure_language.localize(fig) == [r"$\beta$ with words"]
 
 
 def test_hangul_without_the_font_is_caught():

@@ -488,17 +488,6 @@ FIGURES = {
     "trl_compare.plot_side_by_side": _side_by_side,
 }
 
-# Tick labels given as a list (set_xticks/set_yticks with labels) are set again from that list when the
-# figure is drawn, so localize's Korean there is drawn over with the English (figure_language cannot
-# reach a FixedFormatter). Only figures whose tick labels hold words are affected.
-REVERTED_AT_DRAW = {
-    "reward_model_plots.plot_pairwise_by_kind": "the kinds' tick labels '<kind> (n=<pairs>)' come back in English "
-                                                "when drawn (FixedFormatter)",
-    "reward_model_plots.plot_scores_by_verdict": "the tiers' tick labels '<tier> (n=<answers>)' come back in English "
-                                                 "when drawn (FixedFormatter)",
-}
-
-
 @pytest.fixture
 def korean():
     figure_language.use_language("ko")
@@ -509,7 +498,7 @@ def korean():
 @pytest.mark.parametrize("name", list(FIGURES))
 def test_the_figure_comes_out_korean(name, korean):
     built = FIGURES[name]()
-    reverted = []
+    reverted = []  # English back after drawing (e.g. tick labels set again from a formatter's list)
     for fig in built if isinstance(built, list) else [built]:
         drawn = {t for t in _texts(fig) if LATIN.search(t)}
         untranslated = [t for t in figure_language.localize(fig) if not _kept(t)]
@@ -518,10 +507,6 @@ def test_the_figure_comes_out_korean(name, korean):
         assert figure_language.missing_glyphs(fig) == []
         reverted += _english_after_drawing(fig)
         plt.close(fig)
-    if name in REVERTED_AT_DRAW:
-        if not reverted:
-            pytest.fail(f"{name} now stays Korean when drawn: take it out of REVERTED_AT_DRAW")
-        pytest.xfail(REVERTED_AT_DRAW[name])
     assert reverted == [], f"{name}: English again after drawing"
 
 

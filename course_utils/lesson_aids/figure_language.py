@@ -17,6 +17,7 @@ NanumGothic, so an English figure keeps its look and a Korean one renders the sa
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import re
 import warnings
@@ -25,9 +26,11 @@ from pathlib import Path
 
 import matplotlib
 import yaml
-from matplotlib import font_manager
+from matplotlib import cbook, font_manager
+from matplotlib.axis import Axis
 from matplotlib.figure import Figure
 from matplotlib.text import Text
+from matplotlib.ticker import FixedFormatter, FuncFormatter
 
 from course_utils.machinery.paths import NOTEBOOKS_DIR
 
@@ -125,23 +128,55 @@ def translate_text(text: str, language: str) -> str | None:
     return None
 
 
+def _has_words(text: str) -> bool:
+    """Whether ``text`` has letters to translate. Mathtext (between unescaped ``$``, e.g. a log axis's
+    ``$\\mathdefault{10^{-2}}$``) is notation, kept as drawn: only letters outside it count."""
+    if cbook.is_math_text(text):
+        text = re.sub(r"(?<!\\)\$.*?(?<!\\)\$", "", text, flags=re.S)
+    return bool(re.search(r"[A-Za-z]", text))
+
+
+def _translate_stored_tick_labels(fig: Figure, language: str) -> None:
+    """Tick labels given as a list (``ax.set_xticks(ticks, labels)``, ``set_yticklabels``) live in the
+    axis's formatter, which sets every tick's Text again when the figure is drawn: translating the
+    Text alone would be drawn over with the English. matplotlib's ``Axis.set_ticklabels`` (axis.py)
+    stores the list as ``FuncFormatter(functools.partial(Axis._format_with_dict, {loc: label}))`` when
+    the ticks are fixed, else as ``FixedFormatter(labels)`` (``.seq``); both are translated here. Any
+    other ``FuncFormatter`` wraps a function whose strings cannot be reached, and a format string
+    (``StrMethodFormatter``) is not a drawn text: their words would stay English (no plot here uses one
+    with words)."""
+    def translated(label):
+        return (translate_text(label, language) or label) if isinstance(label, str) else label
+
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            for formatter in (axis.get_major_formatter(), axis.get_minor_formatter()):
+                if isinstance(formatter, FixedFormatter):
+                    formatter.seq = [translated(label) for label in formatter.seq]
+                elif (isinstance(formatter, FuncFormatter) and isinstance(formatter.func, functools.partial)
+                      and formatter.func.func is getattr(Axis, "_format_with_dict", None)):
+                    labels = formatter.func.args[0]
+                    labels.update({loc: translated(label) for loc, label in labels.items()})
+
+
 def localize(fig: Figure, language: str | None = None) -> list[str]:
     """Put every text of ``fig`` into ``language`` (default: the session's, ``use_language``), once.
     Returns the texts with letters that have no translation (they stay as drawn); numbers alone
-    (tick labels) need none."""
+    (tick labels, a log axis's mathtext powers) need none."""
     language = language or _language
     if language == "en" or getattr(fig, "_course_language", None) == language:
         return []
     missing = []
     for artist in fig.findobj(Text):
         text = artist.get_text()
-        if not re.search(r"[A-Za-z]", text):
+        if not _has_words(text):
             continue
         translated = translate_text(text, language)
         if translated is None:
             missing.append(text)
         else:
             artist.set_text(translated)
+    _translate_stored_tick_labels(fig, language)
     fig._course_language = language
     return sorted(set(missing))
 
