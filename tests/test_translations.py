@@ -552,6 +552,26 @@ def test_a_word_the_translation_changes_is_shown_translated():
     assert quiz[0].options["a"] == "샘플러 자체에서 16개 행을 읽습니다."
 
 
+def test_an_f_string_the_translation_changes_is_shown_translated_with_the_english_values():
+    """A quiz-only variable assigned one of several f-strings (week 7's lab gap: "a pass rate 6 points above")
+    shows, in the translated quiz, the translation of the f-string the English text is a rendering of, filled
+    with the values the English text shows for its placeholders; a text that fits none, or an f-string with no
+    translation, stays as the English output shows it."""
+    source = ('gap = (f"a pass rate {abs(d):.0f} points above" if round(d) > 0 else\n'
+              '       f"a pass rate {abs(d):.0f} points below" if round(d) < 0 else "the same pass rate as")\n'
+              'Quiz("t", [MultipleChoice(f"The lab has {gap} the run.", {"a": "x", "b": "y"}, answer="a")])\n')
+    strings = [("a pass rate {abs(d):.0f} points above", "통과율이 {abs(d):.0f}포인트 높음"),
+               ("a pass rate {abs(d):.0f} points below", "통과율이 {abs(d):.0f}포인트 낮음"),
+               ("the same pass rate as", "통과율이 같음")]
+    show = lambda text, table=strings: tr.translated_shown_values(source, {"{gap}": text}, table)["{gap}"]  # noqa: E731
+    assert show("a pass rate 6 points above") == "통과율이 6포인트 높음"
+    assert show("a pass rate 12 points below") == "통과율이 12포인트 낮음"
+    assert show("the same pass rate as") == "통과율이 같음"
+    assert show("a pass rate of its own") == "a pass rate of its own"  # fits no f-string of the cell
+    assert show("a pass rate 6 points above", strings[1:]) == "a pass rate 6 points above"  # not translated
+    assert tr._refilled("{a} and {a}", "1 and 2", "{a}와 {a}") is None  # one placeholder shown two ways
+
+
 def test_a_question_showing_a_translated_word_keeps_the_english_order_in_the_stored_output():
     """``order_key`` is the English question as code: a placeholder that is a variable the translation gives
     another text takes that text under a kernel, and would seed another option order. The stored output keeps
@@ -573,9 +593,11 @@ def test_a_question_showing_a_translated_word_keeps_the_english_order_in_the_sto
 
 
 # Quiz cells whose shuffled question shows a variable the translation changes (see the test above): under a
-# kernel the Korean options would come in another order. Week 7's Q (the lab's gap) quotes the English text
-# of both variables in its Korean question, but the cell translates their literals: its rewrite needs the
-# lesson re-executed (docs/cold_reads/2026-12-07c_fixes_weeks06a-07.md). Week 6b's Q5 no longer shows one.
+# kernel the Korean options would come in another order. Week 7's Q (the lab's gap) shows both variables
+# translated in its stored Korean output (their f-strings filled with the English output's values), but under a
+# kernel its order_key would take the Korean texts: its rewrite with numbers only needs the lesson re-executed
+# (docs/cold_reads/2026-12-07c_fixes_weeks06a-07.md, 2026-12-08_fixes_ko_weeks06a-08.md). Week 6b's Q5 no
+# longer shows one.
 TRANSLATED_QUESTION_VARIABLES = {("week07_ppo_run", "1686b767"): {"lab_gap_words", "lab_gap_noise"}}
 
 

@@ -69,7 +69,7 @@ GLOSSARY: dict[str, str] = {
     "Bradley-Terry model": "Bradley–Terry 모델 (쌍 비교 선호 모델)",
     "preference pair": "선호 답변 쌍 (chosen / rejected)",
     "pairwise accuracy": "쌍 비교 정확도 (pairwise accuracy)",
-    "reward margin": "reward 차이 (reward margin)",
+    "reward margin": "보상 차이 (reward margin)",
     "length bias": "길이 편향 (length bias)",
     "point-biserial correlation": "점이연 상관계수 (point-biserial correlation)",
     "padding": "패딩 (padding)",
@@ -85,7 +85,7 @@ GLOSSARY: dict[str, str] = {
     "pass@k": "pass@k (k개 샘플 중 하나라도 통과할 확률)",
     "over-optimisation": "과최적화 (over-optimisation)",
     "proxy reward": "대리 보상 (proxy reward: 학습된 보상 모델의 점수)",
-    "gold reward": "기준 보상 (gold reward: 실제로 원하는 평가)",
+    "gold reward": "골드 보상 (gold reward: 실제로 원하는 평가)",
     "target KL": "목표 KL (target KL: 업데이트의 에폭을 일찍 멈추는 기준)",
     "rejection sampling": "거부 샘플링 (rejection sampling)",
     "filtered SFT": "필터링된 SFT (filtered SFT)",
@@ -164,8 +164,9 @@ MEANINGS: dict[str, str] = {
     "over-optimisation": "the proxy reward still rising while the gold measure stops following it and falls",
     "proxy reward": "the reward PPO actually maximises, e.g. a learned reward model's score",
     "gold reward": "the measure we really care about, here the task checker standing in for human judgement",
-    "target KL": "the approximate KL to π_old past which an update's remaining steps are skipped (here: k3 past 1.5 x target_kl; "
-                 "Spinning Up uses k1, CleanRL k3 past target_kl itself)",
+    "target KL": "the approximate KL to π_old past which an update's remaining steps are skipped (this kit: before each "
+                 "minibatch step, that minibatch's k3 estimate, mean per token, past 1.5 x target_kl; Spinning Up: its k1 "
+                 "estimate past 1.5 x target_kl, before each step; CleanRL: k3 past target_kl itself, after each epoch)",
     "rejection sampling": "sample several answers, keep only those a checker (or reward threshold) accepts; RAFT trains on the kept ones",
     "filtered SFT": "SFT on the demonstrations, or the model's own samples, that pass the checker: the strongest non-RL control",
     "RLOO": "REINFORCE leave-one-out: k answers per prompt, each answer's baseline is the mean score of the other k - 1",
@@ -245,11 +246,13 @@ MEANINGS_KO: dict[str, str] = {
     "demonstration": "프롬프트와 함께 좋은 답을 적어 둔 예시. 지도 미세 조정에 씁니다",
     "warm-up": "PPO 전에 하는 짧은 SFT. 통과율을 0에서 끌어올리되 PPO가 더 나아질 여지는 남겨 두도록 분량을 정합니다",
     "pass@k": "샘플링한 답 k개 가운데 적어도 하나가 통과할 확률. pass@1은 샘플들의 평균 통과율입니다",
-    "over-optimisation": "대리 보상은 계속 오르는데, 기준 보상은 더는 따라 오르지 않고 오히려 떨어지는 현상",
+    "over-optimisation": "대리 보상은 계속 오르는데, 골드 보상은 더는 따라 오르지 않고 오히려 떨어지는 현상",
     "proxy reward": "PPO가 실제로 최대화하는 보상. 예를 들어 학습된 보상 모델의 점수입니다",
     "gold reward": "우리가 정말로 원하는 평가. 이 강의에서는 사람의 판단을 대신하는 과제 채점기입니다",
-    "target KL": "π_old와의 근사 KL이 이 기준을 넘으면 그 업데이트의 남은 스텝을 건너뜁니다 "
-                 "(이 강좌: k3가 1.5 x target_kl을 넘을 때. Spinning Up은 k1, CleanRL은 k3를 target_kl 자체와 비교)",
+    "target KL": "π_old와의 근사 KL이 이 기준을 넘으면 그 업데이트의 남은 스텝을 건너뜁니다. 이 키트는 미니배치 "
+                 "스텝마다 그 직전에 그 미니배치의 k3 추정값(토큰당 평균)을 재어 1.5 x target_kl을 넘으면 그 스텝부터 "
+                 "건너뜁니다. Spinning Up은 스텝마다 k1 추정값을 같은 1.5 x target_kl과 비교하고, CleanRL은 에폭이 "
+                 "끝날 때마다 k3를 target_kl 자체와 비교합니다",
     "rejection sampling": "답을 여러 개 샘플링한 뒤 채점기(또는 보상 임곗값)를 통과한 답만 남기는 방법. RAFT는 남긴 "
                           "답으로 학습합니다",
     "filtered SFT": "채점기를 통과한 시연 데이터나 모델 자신의 샘플로 하는 SFT: RL을 쓰지 않는 대조군 가운데 가장 "

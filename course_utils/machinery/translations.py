@@ -840,29 +840,65 @@ def translated_shown_values(english_source: str, shown: dict[str, str],
     A placeholder that is just a name the cell assigns from string literals, a variable only quiz calls
     read (``q_old_source = "the sampler itself" if ... else "a separate forward pass"``, week 9's Q6),
     shows whichever literal the lesson chose; the translated cell assigns the translated literals, so a
-    kernel running it would show that literal's translation (``strings``), not the English text. Other
+    kernel running it would show that literal's translation (``strings``), not the English text. Where
+    the literal the lesson chose is an f-string (``gap = f"{n} points above" if n > 0 else ...``, week 7's
+    lab question), the English text is read back against each such f-string's template and the one it
+    fits gives its translation, filled with the same placeholder values (``_refilled``). Other
     placeholders (numbers, names the code computes with) keep the English output's text."""
     table = {en: ko for en, ko in strings if ko}
-    tree = ast.parse(_parseable(english_source))
+    parseable = _parseable(english_source)
+    tree = ast.parse(parseable)
     chosen: dict[str, set[str]] = {}
+    templates: dict[str, list[str]] = {}
     quiz_only = quiz_only_names(tree)
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
                 and node.targets[0].id in quiz_only):
             continue
-        found, todo = chosen.setdefault(node.targets[0].id, set()), [node.value]
+        name = node.targets[0].id
+        found, todo = chosen.setdefault(name, set()), [node.value]
         while todo:  # the literals the value may be, not the pieces of an f-string
             part = todo.pop()
             if isinstance(part, ast.Constant) and isinstance(part.value, str):
                 found.add(part.value)
-            elif not isinstance(part, ast.JoinedStr):
+            elif isinstance(part, ast.JoinedStr):
+                templates.setdefault(name, []).append(_template(part, parseable))
+            else:
                 todo += list(ast.iter_child_nodes(part))
     out = dict(shown)
     for placeholder, text in shown.items():
         name = placeholder[1:-1]
-        if name.isidentifier() and text in chosen.get(name, ()) and text in table:
+        if not name.isidentifier():
+            continue
+        if text in chosen.get(name, ()) and text in table:
             out[placeholder] = table[text]
+            continue
+        filled = [f for f in (_refilled(t, text, table.get(t)) for t in templates.get(name, ())) if f is not None]
+        if len(filled) == 1:  # exactly one of the f-strings renders to the English text
+            out[placeholder] = filled[0]
     return out
+
+
+def _refilled(template: str, text: str, translation: str | None) -> str | None:
+    """``translation`` (an f-string template) with each placeholder replaced by the text that ``text``, the
+    English f-string ``template`` as rendered, shows for it; None without a translation, or when ``text``
+    is not ``template`` rendered (nor renders a placeholder two ways)."""
+    if translation is None:
+        return None
+    unbraced = lambda part: part.replace("{{", "{").replace("}}", "}")  # noqa: E731
+    placeholders = _placeholders(template)
+    split = re.compile("(" + "|".join(map(re.escape, placeholders)) + ")") if placeholders else None
+    parts = split.split(template) if split else [template]
+    match = re.fullmatch("".join("(.*?)" if i % 2 else re.escape(unbraced(part)) for i, part in enumerate(parts)),
+                         text, flags=re.S)
+    if match is None:
+        return None
+    values: dict[str, str] = {}
+    for placeholder, value in zip(parts[1::2], match.groups()):
+        if values.setdefault(placeholder, value) != value:
+            return None
+    pieces = split.split(translation) if split else [translation]
+    return "".join(values.get(piece, piece) if i % 2 else unbraced(piece) for i, piece in enumerate(pieces))
 
 
 def render_quiz(source: str, shown: dict[str, str], complete: bool = True, order_shown=None):
